@@ -1,0 +1,66 @@
+"""gitmem: a Git-backed Markdown memory vault for LLM agents.
+
+``import gitmem`` is cheap: the heavy modules (dulwich, YAML, Whoosh) load on
+first use of the name that needs them.
+
+    >>> from gitmem import Vault
+    >>> vault = Vault.init("my-vault")                      # doctest: +SKIP
+    >>> vault.add("Prefers dark mode", "Use dark themes.", type="preference")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; resolved lazily by __getattr__ (PEP 562).
+_EXPORTS = {
+    "Vault": "vault",
+    "Memory": "schema",
+    "Version": "history",
+    "VaultConfig": "config",
+    "Identity": "config",
+    "MEMORY_TYPES": "schema",
+    "GitmemError": "errors",
+    "InvalidInput": "errors",
+    "InvalidPath": "errors",
+    "InvalidTitle": "errors",
+    "InvalidMetadata": "errors",
+    "InvalidContent": "errors",
+    "ContentTooLarge": "errors",
+    "InvalidFrontmatter": "errors",
+    "InvalidQuery": "errors",
+    "MatchError": "errors",
+    "NotFound": "errors",
+    "NotAVault": "errors",
+    "RevisionNotFound": "errors",
+    "Protected": "errors",
+    "Conflict": "errors",
+    "AmbiguousReference": "errors",
+    "LockTimeout": "errors",
+    "StorageError": "errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import Identity, VaultConfig
+    from .errors import *  # noqa: F403
+    from .history import Version
+    from .schema import MEMORY_TYPES, Memory
+    from .vault import Vault
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,190 @@
+"""The one exception hierarchy of gitmem.
+
+Every error gitmem raises on purpose is a :class:`GitmemError` with a stable
+``code`` (a snake_case string that scripts, agent tools and the MCP server may
+match on), a human ``message``, an optional ``hint`` saying what to do about it,
+and a process ``exit_code`` used by the CLI.  Codes never change meaning once
+released; new situations get new codes.
+
+Exit codes (documented in the README):
+
+====  =====================================================
+0     success
+1     unexpected failure (storage, git, bug)
+2     invalid input (bad path, title, metadata, query ...)
+3     not found (memory, vault, revision)
+4     refused: protected memory (use ``force``)
+5     conflict (name taken, concurrent change, ambiguous id)
+6     busy: the vault lock could not be taken in time
+====  =====================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "GitmemError",
+    "InvalidInput",
+    "InvalidPath",
+    "InvalidTitle",
+    "InvalidMetadata",
+    "InvalidContent",
+    "ContentTooLarge",
+    "InvalidFrontmatter",
+    "InvalidQuery",
+    "MatchError",
+    "NotFound",
+    "NotAVault",
+    "RevisionNotFound",
+    "Protected",
+    "Conflict",
+    "AmbiguousReference",
+    "LockTimeout",
+    "StorageError",
+]
+
+
+class GitmemError(Exception):
+    """Base class of every error gitmem raises deliberately."""
+
+    code: str = "error"
+    exit_code: int = 1
+    default_hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None,
+                 **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+        if code is not None:
+            self.code = code
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form used by ``--json`` output and agent tools."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        if self.details:
+            out["details"] = {k: v for k, v in self.details.items() if v is not None}
+        return out
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidInput(GitmemError):
+    """The caller passed something gitmem will not accept."""
+
+    code = "invalid_input"
+    exit_code = 2
+
+
+class InvalidPath(InvalidInput):
+    """A path escapes the vault, names private state, or is not portable."""
+
+    code = "invalid_path"
+    default_hint = ("Use a relative path inside the vault such as "
+                    "'long_term/editor-preferences.md'.")
+
+
+class InvalidTitle(InvalidInput):
+    """A title is empty, too long or contains control characters."""
+
+    code = "invalid_title"
+
+
+class InvalidMetadata(InvalidInput):
+    """A frontmatter field has a value outside its vocabulary or range."""
+
+    code = "invalid_metadata"
+
+
+class InvalidContent(InvalidInput):
+    """Memory content is not valid text (NUL bytes, not UTF-8 ...)."""
+
+    code = "invalid_content"
+
+
+class ContentTooLarge(InvalidInput):
+    """Content exceeds the vault's ``max_content_bytes``."""
+
+    code = "content_too_large"
+    default_hint = "Split the memory, or raise max_content_bytes in .gitmem.yaml."
+
+
+class InvalidFrontmatter(InvalidInput):
+    """YAML frontmatter cannot be parsed, or is hostile (alias bomb, too big)."""
+
+    code = "invalid_frontmatter"
+
+
+class InvalidQuery(InvalidInput):
+    """A search query has bad syntax."""
+
+    code = "invalid_query"
+
+
+class MatchError(InvalidInput):
+    """An exact-replace target matched zero or several times."""
+
+    code = "no_match"
+
+
+class NotFound(GitmemError):
+    """A memory (or other named thing) does not exist."""
+
+    code = "not_found"
+    exit_code = 3
+
+
+class NotAVault(NotFound):
+    """The folder is not a gitmem vault."""
+
+    code = "not_a_vault"
+    default_hint = "Create one with 'gitmem init DIR' or point --vault / GITMEM_VAULT at one."
+
+
+class RevisionNotFound(NotFound):
+    """A commit, version or date does not resolve for this memory."""
+
+    code = "revision_not_found"
+    default_hint = "List the versions with 'gitmem log ID'."
+
+
+class Protected(GitmemError):
+    """The memory's type is protected; the operation needs ``force``."""
+
+    code = "protected"
+    exit_code = 4
+    default_hint = "Pass force=True (CLI: --force) if you really mean it; it is recorded in the commit."
+
+
+class Conflict(GitmemError):
+    """The operation collides with existing state."""
+
+    code = "conflict"
+    exit_code = 5
+
+
+class AmbiguousReference(Conflict):
+    """A short id, title or file name matches several memories."""
+
+    code = "ambiguous_reference"
+    default_hint = "Use the full id or the path."
+
+
+class LockTimeout(GitmemError):
+    """Another process held the vault lock for too long."""
+
+    code = "vault_busy"
+    exit_code = 6
+    default_hint = "Another gitmem process is writing; retry in a moment."
+
+
+class StorageError(GitmemError):
+    """The file system or git repository failed underneath gitmem."""
+
+    code = "storage_error"
+    exit_code = 1

@@ -1,0 +1,460 @@
+"""Everything gitmem does to git, with dulwich (no git binary needed).
+
+One write = one commit, built straight from the object store (blob ->
+``commit_tree_changes`` -> commit -> compare-and-swap of the branch ref), which
+costs a few milliseconds whatever the vault size, instead of ``porcelain.add``
+which re-reads and re-writes the whole ``.git/index`` (GUIDE section 2).
+
+Order of a write, all under the vault lock:
+
+1. objects (blobs, trees, commit) are written and fsynced
+   (``core.fsyncObjectFiles=true``);
+2. working-tree files are replaced atomically (temp file + fsync + rename);
+3. the branch ref is moved with compare-and-swap.  This is the commit point.
+
+If step 2 or 3 fails, every file touched in step 2 is put back as it was, so
+the working tree never shows half a write.  ``.git/index`` is brought in line
+with HEAD lazily (``flush_index``), so ``git status`` stays clean without paying
+an index rewrite on every write.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from dulwich.diff_tree import tree_changes
+from dulwich.errors import NotGitRepository
+from dulwich.index import index_entry_from_stat
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
+
+from .config import Identity
+from .errors import Conflict, NotAVault, RevisionNotFound, StorageError
+
+__all__ = ["GitStore", "FileChange", "CommitInfo", "atomic_write", "PathChange"]
+
+FILE_MODE = 0o100644
+BRANCH = b"refs/heads/main"
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """Set ``path`` to ``data`` (bytes), or delete it (``data is None``)."""
+
+    path: str
+    data: bytes | None
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What ``git log`` shows of one commit."""
+
+    sha: str
+    author: str
+    time: int  # seconds since the epoch, UTC
+    message: str
+
+    @property
+    def subject(self) -> str:
+        return self.message.split("\n", 1)[0]
+
+    def to_dict(self) -> dict[str, object]:
+        from .schema import iso_now
+        from datetime import datetime, timezone
+        return {"commit": self.sha, "author": self.author, "subject": self.subject,
+                "date": iso_now(datetime.fromtimestamp(self.time, timezone.utc))}
+
+
+@dataclass(frozen=True)
+class PathChange:
+    """One file changed by a commit: old and new blob sha (None when absent)."""
+
+    old_path: str | None
+    new_path: str | None
+    old_sha: bytes | None
+    new_sha: bytes | None
+
+
+def atomic_write(path: Path, data: bytes) -> os.stat_result:
+    """Replace ``path`` with ``data`` atomically and durably; return its stat."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.gitmem-tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return os.stat(path)
+
+
+class GitStore:
+    """The vault's git repository: reading trees and blobs, making commits."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        try:
+            self.repo = Repo(str(root))
+        except NotGitRepository:
+            raise NotAVault(f"{root} is not a git repository") from None
+        if self.repo.bare:
+            raise NotAVault(f"{root} is a bare repository; a vault needs a working tree")
+        # Durable loose objects, the effect of core.fsyncObjectFiles=true, set here
+        # rather than in .git/config: git >= 2.36 prints a deprecation warning on
+        # every command when that key is present.
+        if hasattr(self.repo.object_store, "fsync_object_files"):
+            self.repo.object_store.fsync_object_files = True
+        # path -> (blob sha, stat) written by us and not yet in .git/index
+        self._pending_index: dict[bytes, tuple[bytes, os.stat_result] | None] = {}
+
+    @classmethod
+    def init(cls, root: Path) -> "GitStore":
+        """Create a repository (branch ``main``) with durable object writes."""
+        root.mkdir(parents=True, exist_ok=True)
+        if not (root / ".git").exists():
+            Repo.init(str(root), default_branch=b"main")
+        return cls(root)
+
+    @property
+    def git_dir(self) -> Path:
+        return Path(self.repo.controldir())
+
+    def close(self) -> None:
+        self.flush_index()
+        self.repo.close()
+
+    # ----------------------------------------------------------------- reading
+    def head(self) -> bytes | None:
+        """The sha of HEAD's commit, or None on an unborn branch."""
+        try:
+            return self.repo.refs[b"HEAD"]
+        except KeyError:
+            return None
+
+    def head_ref(self) -> bytes:
+        """The branch HEAD points at (``refs/heads/main`` usually)."""
+        chain, _ = self.repo.refs.follow(b"HEAD")
+        return chain[-1] if chain and chain[-1] != b"HEAD" else BRANCH
+
+    def commit(self, sha: bytes) -> Commit:
+        try:
+            obj = self.repo[sha]
+        except KeyError:
+            raise RevisionNotFound(f"no commit {sha.decode(errors='replace')}") from None
+        if not isinstance(obj, Commit):
+            raise RevisionNotFound(f"{sha.decode(errors='replace')} is not a commit")
+        return obj
+
+    def info(self, sha: bytes) -> CommitInfo:
+        c = self.commit(sha)
+        return CommitInfo(sha.decode(), c.author.decode("utf-8", "replace"), c.author_time,
+                          c.message.decode("utf-8", "replace"))
+
+    def resolve(self, rev: str) -> bytes:
+        """A commit sha from a full or abbreviated hex sha (>= 4 chars) or ``HEAD``."""
+        text = rev.strip()
+        if text.upper() == "HEAD":
+            head = self.head()
+            if head is None:
+                raise RevisionNotFound("the vault has no commits yet")
+            return head
+        if not (4 <= len(text) <= 40) or any(c not in "0123456789abcdef" for c in text.lower()):
+            raise RevisionNotFound(f"{rev!r} is not a commit id")
+        if len(text) == 40 and text.encode() in self.repo.object_store:
+            return text.lower().encode()
+        matches = [s for s in self._iter_prefix(text.lower())]
+        if not matches:
+            raise RevisionNotFound(f"no commit matches {rev!r}")
+        if len(matches) > 1:
+            raise Conflict(f"commit prefix {rev!r} is ambiguous", code="ambiguous_reference")
+        return matches[0]
+
+    def _iter_prefix(self, prefix: str) -> Iterator[bytes]:
+        store = self.repo.object_store
+        if hasattr(store, "iter_prefix"):
+            for sha in store.iter_prefix(prefix.encode()):
+                if isinstance(self.repo[sha], Commit):
+                    yield sha
+            return
+        for sha in store:  # pragma: no cover - older dulwich
+            if sha.startswith(prefix.encode()) and isinstance(self.repo[sha], Commit):
+                yield sha
+
+    def tree_of(self, commit_sha: bytes | None) -> bytes | None:
+        return None if commit_sha is None else self.commit(commit_sha).tree
+
+    def blob_sha_at(self, commit_sha: bytes | None, path: str) -> bytes | None:
+        """The blob sha of ``path`` in a commit, or None if absent."""
+        tree_sha = self.tree_of(commit_sha)
+        if tree_sha is None:
+            return None
+        obj = self.repo[tree_sha]
+        for part in path.encode("utf-8").split(b"/"):
+            if not isinstance(obj, Tree) or part not in obj:
+                return None
+            _, sha = obj[part]
+            obj = self.repo[sha]
+        return obj.id if isinstance(obj, Blob) else None
+
+    def read_at(self, commit_sha: bytes | None, path: str) -> bytes | None:
+        """File bytes of ``path`` at a commit, or None."""
+        sha = self.blob_sha_at(commit_sha, path)
+        return None if sha is None else self.repo[sha].as_raw_string()
+
+    def blob(self, sha: bytes) -> bytes:
+        return self.repo[sha].as_raw_string()
+
+    def list_tree(self, commit_sha: bytes | None) -> dict[str, bytes]:
+        """All file paths of a commit -> blob sha."""
+        tree = self.tree_of(commit_sha)
+        if tree is None:
+            return {}
+        return {entry.path.decode("utf-8", "surrogateescape"): entry.sha
+                for entry in self.repo.object_store.iter_tree_contents(tree)
+                if stat.S_ISREG(entry.mode)}
+
+    def changes_between(self, old_commit: bytes | None, new_commit: bytes) -> list[PathChange]:
+        """Files that differ between two commits (first-parent view for merges)."""
+        out = []
+        for change in tree_changes(self.repo.object_store, self.tree_of(old_commit),
+                                   self.tree_of(new_commit)):
+            old, new = change.old, change.new
+            out.append(PathChange(
+                old.path.decode("utf-8", "surrogateescape") if old and old.path else None,
+                new.path.decode("utf-8", "surrogateescape") if new and new.path else None,
+                old.sha if old and old.sha else None, new.sha if new and new.sha else None))
+        return out
+
+    def walk_new(self, old_tip: bytes | None, new_tip: bytes) -> list[bytes]:
+        """Commits reachable from ``new_tip`` but not ``old_tip``, oldest first."""
+        walker = self.repo.get_walker(include=[new_tip], exclude=[old_tip] if old_tip else None,
+                                      order="topo")
+        return [entry.commit.id for entry in walker][::-1]
+
+    def is_ancestor(self, ancestor: bytes, descendant: bytes) -> bool:
+        """True when ``ancestor`` is reachable from ``descendant``."""
+        if ancestor not in self.repo.object_store:
+            return False
+        from dulwich.graph import can_fast_forward
+        return bool(can_fast_forward(self.repo, ancestor, descendant))
+
+    # ----------------------------------------------------------------- writing
+    def commit_files(self, changes: Sequence[FileChange], message: str, author: Identity,
+                     when: float | None = None, committer: Identity | None = None) -> bytes:
+        """Write ``changes`` to the working tree and commit them as one commit.
+
+        Caller holds the vault lock.  Returns the new commit sha.  On any
+        failure the working tree is restored and the error re-raised as
+        :class:`StorageError` (or :class:`Conflict` if HEAD moved under us).
+        """
+        repo = self.repo
+        parent = self.head()
+        store = repo.object_store
+        tree_changes_list: list[tuple[bytes, int | None, bytes | None]] = []
+        for change in changes:
+            path_b = change.path.encode("utf-8")
+            if change.data is None:
+                tree_changes_list.append((path_b, None, None))
+            else:
+                blob = Blob.from_string(change.data)
+                store.add_object(blob)
+                tree_changes_list.append((path_b, FILE_MODE, blob.id))
+        blob_ids = [sha for _, _, sha in tree_changes_list]
+        base_tree: bytes | Tree | None = self.tree_of(parent)
+        if base_tree is None:
+            base_tree = Tree()  # not stored: it would be a dangling object
+        new_tree = _apply_tree_changes(store, base_tree, tree_changes_list)
+        when = time.time() if when is None else when
+        commit = Commit()
+        commit.tree = new_tree
+        commit.parents = [parent] if parent else []
+        commit.author = author.as_bytes()
+        commit.committer = (committer or author).as_bytes()
+        commit.author_time = commit.commit_time = int(when)
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.encoding = b"UTF-8"
+        commit.message = message.encode("utf-8")
+        store.add_object(commit)
+
+        backups = self._apply_to_worktree(changes)
+        try:
+            ref = self.head_ref()
+            reflog = f"commit: {message.splitlines()[0]}".encode("utf-8")
+            if parent is None:
+                ok = repo.refs.add_if_new(ref, commit.id, message=reflog)
+            else:
+                ok = repo.refs.set_if_equals(ref, parent, commit.id, message=reflog)
+            if not ok:
+                raise Conflict("the vault's branch moved during the write (another git process?)",
+                               hint="Retry; nothing was changed.")
+        except BaseException as exc:
+            self._restore_worktree(backups)
+            if isinstance(exc, Conflict):
+                raise
+            if isinstance(exc, OSError):
+                raise StorageError(f"could not update the branch: {exc}") from exc
+            raise
+        self._queue_index(changes, blob_ids, backups)
+        return commit.id
+
+    def _apply_to_worktree(self, changes: Sequence[FileChange]) -> list[tuple[Path, bytes | None, os.stat_result | None]]:
+        """Write files; return (path, old bytes or None, new stat) for rollback."""
+        done: list[tuple[Path, bytes | None, os.stat_result | None]] = []
+        try:
+            for change in changes:
+                target = self.root / change.path
+                old = target.read_bytes() if target.is_file() else None
+                if change.data is None:
+                    if target.exists():
+                        target.unlink()
+                        _prune_empty_dirs(target.parent, self.root)
+                    done.append((target, old, None))
+                else:
+                    done.append((target, old, atomic_write(target, change.data)))
+        except OSError as exc:
+            self._restore_worktree(done)
+            raise StorageError(f"could not write {exc.filename or 'a file'}: {exc.strerror}") from exc
+        return done
+
+    def _restore_worktree(self, backups: list[tuple[Path, bytes | None, os.stat_result | None]]) -> None:
+        for target, old, _ in reversed(backups):
+            try:
+                if old is None:
+                    target.unlink(missing_ok=True)
+                    _prune_empty_dirs(target.parent, self.root)
+                else:
+                    atomic_write(target, old)
+            except OSError:  # pragma: no cover - best effort; doctor --repair fixes
+                pass
+
+    # ------------------------------------------------------------ .git/index
+    def _queue_index(self, changes: Sequence[FileChange], blob_ids: list[bytes | None],
+                     done: list[tuple[Path, bytes | None, os.stat_result | None]]) -> None:
+        for change, sha, (_, _, st) in zip(changes, blob_ids, done):
+            key = change.path.encode("utf-8")
+            self._pending_index[key] = None if sha is None or st is None else (sha, st)
+        marker = self.git_dir / "gitmem" / "index-dirty"
+        if not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+
+    @property
+    def index_pending(self) -> int:
+        return len(self._pending_index)
+
+    def flush_index(self) -> None:
+        """Bring ``.git/index`` in line with what this process committed."""
+        if not self._pending_index:
+            return
+        pending, self._pending_index = self._pending_index, {}
+        try:
+            index = self.repo.open_index()
+            for path, value in pending.items():
+                if value is None:
+                    if path in index:
+                        del index[path]
+                else:
+                    sha, st = value
+                    index[path] = index_entry_from_stat(st, sha, FILE_MODE)
+            index.write()
+        except Exception:  # noqa: BLE001 - git may hold index.lock; retry later
+            for path, value in pending.items():
+                self._pending_index.setdefault(path, value)
+            return
+        (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
+
+    def repair_index(self) -> list[str]:
+        """Make ``.git/index`` match HEAD for every file whose content matches HEAD.
+
+        Returns the paths fixed.  Files the user changed stay reported as
+        modified by ``git status`` (their index entry keeps HEAD's sha).
+        """
+        head_files = self.list_tree(self.head())
+        index = self.repo.open_index()
+        fixed: list[str] = []
+        for path_b in list(index):
+            path = path_b.decode("utf-8", "surrogateescape")
+            if path not in head_files and not (self.root / path).exists():
+                del index[path_b]
+                fixed.append(path)
+        for path, sha in head_files.items():
+            key = path.encode("utf-8")
+            current = index[key].sha if key in index else None
+            target = self.root / path
+            if not target.is_file():
+                continue
+            st = target.stat()
+            if current == sha and index[key].size == st.st_size and _same_mtime(index[key], st):
+                continue
+            if Blob.from_string(target.read_bytes()).id == sha:
+                index[key] = index_entry_from_stat(st, sha, FILE_MODE)
+                fixed.append(path)
+        if fixed:
+            index.write()
+        (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
+        return fixed
+
+
+def _apply_tree_changes(store: object, tree: bytes | Tree,
+                        changes: Sequence[tuple[bytes, int | None, bytes | None]]) -> bytes:
+    """Apply (path, mode, sha|None) changes to a tree; store only the new trees.
+
+    Like dulwich's ``commit_tree_changes``, but a folder emptied by the change
+    is dropped without first being written as an (empty, dangling) tree, so
+    ``git fsck`` stays silent.  Only trees on the changed paths are rewritten.
+    """
+    tree_obj = tree if isinstance(tree, Tree) else store[tree]  # type: ignore[index]
+    nested: dict[bytes, list[tuple[bytes, int | None, bytes | None]]] = {}
+    for path, mode, sha in changes:
+        head, sep, rest = path.partition(b"/")
+        if not sep:
+            if sha is None:
+                if head in tree_obj:
+                    del tree_obj[head]
+            else:
+                tree_obj[head] = (mode, sha)
+        else:
+            nested.setdefault(head, []).append((rest, mode, sha))
+    for name, sub in nested.items():
+        try:
+            child: bytes | Tree = tree_obj[name][1]
+        except KeyError:
+            child = Tree()
+        child_id = _apply_tree_changes(store, child, sub)
+        if child_id == _EMPTY_TREE:
+            if name in tree_obj:
+                del tree_obj[name]
+        else:
+            tree_obj[name] = (stat.S_IFDIR, child_id)
+    if len(tree_obj) == 0:
+        return _EMPTY_TREE
+    store.add_object(tree_obj)  # type: ignore[attr-defined]
+    return tree_obj.id
+
+
+_EMPTY_TREE = Tree().id
+
+
+def _same_mtime(entry: object, st: os.stat_result) -> bool:
+    mtime = getattr(entry, "mtime", None)
+    if isinstance(mtime, tuple):
+        return mtime[0] == int(st.st_mtime) and mtime[1] == st.st_mtime_ns % 1_000_000_000
+    return mtime == st.st_mtime
+
+
+def _prune_empty_dirs(folder: Path, root: Path) -> None:
+    """Remove now-empty bucket folders up to (not including) the tier folder."""
+    while folder != root and folder.parent != root:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

@@ -1,0 +1,68 @@
+"""The vault lock: one writer at a time, across threads and processes.
+
+Every git write (and every index write) in every process happens while
+holding this lock.  It is an OS advisory lock (``flock`` on POSIX, via
+``filelock``) on ``.git/gitmem/lock``: the kernel drops it when its holder
+dies, so a process killed with SIGKILL never leaves a stale lock behind.
+Inside one process a re-entrant thread lock serialises threads first, so one
+:class:`~gitmem.vault.Vault` object can be shared by threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from filelock import FileLock, Timeout
+
+from .errors import LockTimeout
+
+__all__ = ["VaultLock"]
+
+
+class VaultLock:
+    """Re-entrant inter-process lock for one vault."""
+
+    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.timeout = timeout
+        self._thread_lock = threading.RLock()
+        # thread_local=False: the in-process RLock already serialises threads,
+        # and the file lock's re-entrancy count must be shared with them.
+        # preserve_lock_file: deleting a flock'ed file on release lets two
+        # processes lock two different inodes at once.  fallback_to_soft=False:
+        # a soft (existence) lock would go stale when its holder is killed.
+        self._file_lock = FileLock(str(path), thread_local=False, preserve_lock_file=True,
+                                   fallback_to_soft=False)
+        self._depth = 0
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the lock for the duration of a ``with`` block."""
+        if not self._thread_lock.acquire(timeout=self.timeout):
+            raise LockTimeout(f"timed out after {self.timeout:.0f}s waiting for another thread")
+        try:
+            if self._depth == 0:
+                try:
+                    self._file_lock.acquire(timeout=self.timeout, poll_interval=0.002)
+                except Timeout:
+                    raise LockTimeout(
+                        f"another process has held the vault lock for over {self.timeout:.0f}s "
+                        f"({self.path})") from None
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._file_lock.release()
+        finally:
+            self._thread_lock.release()
+
+    @property
+    def held(self) -> bool:
+        """True while this process (any thread) holds the lock."""
+        return self._depth > 0

@@ -1,0 +1,215 @@
+"""Reading and writing memory files: YAML frontmatter + Markdown body.
+
+Reading is defensive (GUIDE section 2): frontmatter is size-bounded, aliases are
+capped (no alias bombs), YAML 1.1 surprises are switched off (``no`` stays the
+string "no", ``12:30`` stays "12:30", timestamps stay strings), a UTF-8 BOM is
+tolerated, and a file that merely *starts* with a ``---`` horizontal rule is not
+mistaken for frontmatter.  A file whose frontmatter cannot be parsed is still a
+readable memory: its whole text becomes the body and the problem is reported.
+
+Writing is stable: known keys in a fixed order, ISO-8601 strings, no key
+sorting, and keys gitmem does not know are re-emitted *verbatim* (their
+original YAML text, comments included) whenever that can be done safely.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import frontmatter
+import yaml
+
+from .errors import InvalidContent, InvalidFrontmatter
+from .schema import FIELD_ORDER, ordered
+
+__all__ = ["ParsedFile", "parse_text", "decode", "render", "MAX_FRONTMATTER_BYTES"]
+
+MAX_FRONTMATTER_BYTES = 64 * 1024
+MAX_ALIASES = 20
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML-1.2-like scalars and an alias budget."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self._aliases = getattr(self, "_aliases", 0) + 1
+            if self._aliases > MAX_ALIASES:
+                raise InvalidFrontmatter(
+                    f"frontmatter uses more than {MAX_ALIASES} YAML aliases (possible alias bomb)")
+        return super().compose_node(parent, index)
+
+
+# Rebuild the implicit resolvers: keep null, true/false, ints, floats; drop the
+# YAML 1.1 booleans (yes/no/on/off), sexagesimal numbers and timestamps.
+_Loader.yaml_implicit_resolvers = {}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"), list("-+0123456789."))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"),
+                              ["~", "n", "N", ""])
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that never emits aliases and quotes YAML-1.1-ambiguous strings."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    # Multi-line text reads best as a literal block; everything else is left to
+    # SafeDumper, which already quotes strings a YAML 1.1 reader would coerce.
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+class GitmemYAMLHandler(frontmatter.YAMLHandler):
+    """python-frontmatter handler with gitmem's strict boundary and bounded loader."""
+
+    # Exactly three dashes on their own line: `---- ` rules are not boundaries.
+    FM_BOUNDARY = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+
+    def detect(self, text: str) -> bool:
+        return bool(re.match(r"---[ \t]*\r?\n", text))
+
+    def load(self, fm: str, **kwargs: object) -> Any:
+        if len(fm.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+            raise InvalidFrontmatter(f"frontmatter is larger than {MAX_FRONTMATTER_BYTES // 1024} KiB")
+        try:
+            return yaml.load(fm, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        except InvalidFrontmatter:
+            raise
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            where = f" at line {mark.line + 2}" if mark is not None else ""
+            raise InvalidFrontmatter(f"frontmatter is not valid YAML{where}: {exc.problem}") from None
+        except (yaml.YAMLError, RecursionError, ValueError) as exc:
+            raise InvalidFrontmatter(f"frontmatter is not valid YAML: {exc}") from None
+
+
+_HANDLER = GitmemYAMLHandler()
+
+
+@dataclass
+class ParsedFile:
+    """The parts of a memory file.
+
+    ``raw_blocks`` maps each top-level frontmatter key to its original YAML
+    text so unknown keys can be written back exactly as the person wrote them.
+    ``problem`` is set (and ``meta`` empty, ``body`` the whole text) when the
+    frontmatter could not be parsed.
+    """
+
+    meta: dict[str, Any]
+    body: str
+    has_frontmatter: bool
+    raw_blocks: dict[str, str] = field(default_factory=dict)
+    problem: str | None = None
+
+
+def decode(data: bytes) -> str:
+    """Bytes of a memory file to text: UTF-8 (BOM tolerated), no NUL bytes."""
+    if b"\x00" in data:
+        raise InvalidContent("file contains NUL bytes; it is not a text memory")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidContent(f"file is not UTF-8 text (byte {exc.start})",
+                             hint="Re-save the file as UTF-8.") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _split_blocks(fm: str) -> dict[str, str]:
+    """Top-level ``key:`` blocks of a YAML mapping, as raw text (best effort)."""
+    blocks: dict[str, str] = {}
+    key: str | None = None
+    lines: list[str] = []
+    for line in fm.splitlines(keepends=True):
+        match = re.match(r"([A-Za-z0-9_][^:#\s]*)[ \t]*:(?:[ \t]|$)", line)
+        if match:
+            if key is not None:
+                blocks[key] = "".join(lines)
+            key, lines = match.group(1), [line]
+        elif key is not None:
+            lines.append(line)
+        elif line.strip() and not line.lstrip().startswith("#"):
+            return {}  # content before the first key: not a plain block mapping
+    if key is not None:
+        blocks[key] = "".join(lines)
+    return blocks
+
+
+def parse_text(text: str, *, strict: bool = False) -> ParsedFile:
+    """Split and parse a memory file's text.
+
+    With ``strict`` a frontmatter problem raises :class:`InvalidFrontmatter`;
+    otherwise it is recorded in ``problem`` and the whole text is the body.
+    """
+    if not _HANDLER.detect(text):
+        return ParsedFile({}, text, False)
+    parts = _HANDLER.FM_BOUNDARY.split(text, 2)
+    if len(parts) < 3:
+        problem = "frontmatter starts with '---' but has no closing '---' line"
+        if strict:
+            raise InvalidFrontmatter(problem)
+        return ParsedFile({}, text, False, problem=problem)
+    fm, rest = parts[1], parts[2]
+    try:
+        meta = _HANDLER.load(fm)
+    except InvalidFrontmatter as exc:
+        if strict:
+            raise
+        return ParsedFile({}, text, False, problem=exc.message)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
+        # A leading horizontal rule followed by prose: there is no frontmatter.
+        return ParsedFile({}, text, False)
+    body = rest[1:] if rest.startswith("\n") else rest[2:] if rest.startswith("\r\n") else rest
+    blocks = _split_blocks(fm)
+    if set(blocks) != set(meta):
+        blocks = {}
+    return ParsedFile(meta, body, True, raw_blocks=blocks)
+
+
+def _dump(key: str, value: Any) -> str:
+    return yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=False, width=100)
+
+
+def render(meta: Mapping[str, Any], body: str, raw_blocks: Mapping[str, str] | None = None) -> str:
+    """Serialise a memory: ``---`` frontmatter in stable order, then the body.
+
+    Unknown keys whose value is unchanged since parsing are written from
+    ``raw_blocks`` verbatim.
+    """
+    raw_blocks = raw_blocks or {}
+    lines: list[str] = []
+    for key, value in ordered(meta).items():
+        raw = raw_blocks.get(key)
+        if key not in FIELD_ORDER and raw is not None and _same_value(raw, key, value):
+            lines.append(raw if raw.endswith("\n") else raw + "\n")
+        elif key in ("tags", "aliases", "entities"):
+            lines.append(yaml.dump({key: list(value)}, Dumper=_Dumper, sort_keys=False,
+                                   allow_unicode=True, default_flow_style=None, width=10_000))
+        else:
+            lines.append(_dump(key, value))
+    head = "".join(lines)
+    return f"---\n{head}---\n{body}"
+
+
+def _same_value(raw: str, key: str, value: Any) -> bool:
+    try:
+        return yaml.load(raw, Loader=_Loader) == {key: value}  # noqa: S506
+    except (yaml.YAMLError, InvalidFrontmatter):
+        return False

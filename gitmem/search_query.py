@@ -1,0 +1,350 @@
+"""Parsing of gitmem search queries (no Whoosh here: :mod:`gitmem.search` turns the tree into one).
+
+Syntax, in the order the parser tries it on each whitespace-separated piece:
+
+- ``"exact phrase"``: words in this order (stemmed, stop words ignored).
+- ``(`` ... ``)``: grouping.  ``AND``, ``OR``, ``NOT`` (upper case only) are operators;
+  lower-case ``and``/``or``/``not`` are ordinary words.  ``AND`` binds tighter than ``OR``;
+  pieces written next to each other are joined by ``AND``.
+- ``field:value`` / ``field:"two words"`` / ``field:prefix*``: a filter on a metadata field
+  (see :data:`FIELDS`).  Dates take ``created:>2026-01-01``, ``<``, ``>=``, ``<=``,
+  ``created:2026-01-01..2026-03-31`` or a single day/month/year ``created:2026-05``;
+  a date is ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` or a full ISO 8601 time.
+- ``word*``: every word starting with ``word`` (bounded, see ``PREFIX_EXPANSION_LIMIT``).
+- anything else is a plain word.
+
+A query made only of plain words (and filters) is a *natural* query: the engine ranks it
+as words, with an all-words / any-words policy.  Any operator, phrase, parenthesis or
+prefix makes it a *syntax* query with strict boolean meaning.
+
+Unknown fields: ``foo:bar`` where ``foo`` is not a known field is an error
+(:class:`InvalidQuery`), because a typo in a filter name (``tgs:x``) silently turning into
+a text search would return plausible but wrong results.  Two exceptions keep ordinary
+text searchable: a colon followed by nothing or by ``//`` (``Note:``, ``https://x``) is
+part of a plain word, and a colon piece inside quotes is always text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from gitmem.errors import InvalidQuery
+
+__all__ = ["FIELDS", "DATE_FIELDS", "Word", "Phrase", "Prefix", "FieldTerm", "DateRange",
+           "And", "Or", "Not", "ParsedQuery", "parse_query", "parse_filter", "date_range",
+           "iso_to_epoch"]
+
+#: query field name -> index field name (keyword-like fields, matched exactly, case-insensitive)
+FIELDS: dict[str, str] = {
+    "tier": "tier", "type": "type", "tag": "tags", "tags": "tags", "scope": "scope",
+    "agent": "agent", "status": "status", "id": "id", "source": "source",
+    "entity": "entities", "entities": "entities", "path": "path", "link": "links",
+    "links": "links",
+}
+DATE_FIELDS = ("created", "updated")
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+
+
+@dataclass(frozen=True)
+class Phrase:
+    text: str
+
+
+@dataclass(frozen=True)
+class Prefix:
+    text: str
+
+
+@dataclass(frozen=True)
+class FieldTerm:
+    field: str          # index field name, e.g. "tags"
+    value: str          # lower-cased value
+    prefix: bool = False
+
+
+@dataclass(frozen=True)
+class DateRange:
+    field: str                  # "created" | "updated"
+    start: int | None           # epoch seconds, inclusive
+    end: int | None             # epoch seconds, exclusive
+
+
+@dataclass(frozen=True)
+class And:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Or:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Not:
+    item: object
+
+
+Node = Word | Phrase | Prefix | FieldTerm | DateRange | And | Or | Not
+
+
+@dataclass
+class ParsedQuery:
+    """``natural`` queries carry ``words``; syntax queries carry ``expr``.  ``filters`` are
+    top-level conjuncts on metadata fields (they never affect ranking)."""
+
+    natural: bool
+    words: list[str] = field(default_factory=list)
+    expr: Node | None = None
+    filters: list[Node] = field(default_factory=list)
+
+    @property
+    def filters_status(self) -> bool:
+        return any(isinstance(f, FieldTerm) and f.field == "status" for f in _walk_all(self))
+
+
+def _walk_all(pq: ParsedQuery):
+    stack: list = list(pq.filters) + ([pq.expr] if pq.expr is not None else [])
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (And, Or)):
+            stack.extend(n.items)
+        elif isinstance(n, Not):
+            stack.append(n.item)
+
+
+# --- dates -----------------------------------------------------------------------------
+
+_DATE_RE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?"
+                      r"(Z|[+-]\d{2}:?\d{2})?)?)?)?$")
+
+
+def _span(text: str) -> tuple[int, int]:
+    """A date or time -> [start, end) in epoch seconds (UTC unless an offset is given)."""
+    m = _DATE_RE.match(text.strip())
+    if not m:
+        raise InvalidQuery(f"bad date {text!r}: use YYYY, YYYY-MM, YYYY-MM-DD or ISO 8601 "
+                           "like 2026-05-08T13:56:00Z")
+    y, mo, d, hh, mi, ss, tz = m.groups()
+    try:
+        tzinfo = timezone.utc
+        if tz and tz != "Z":
+            sign = 1 if tz[0] == "+" else -1
+            digits = tz[1:].replace(":", "")
+            tzinfo = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+        start = datetime(int(y), int(mo or 1), int(d or 1), int(hh or 0), int(mi or 0),
+                         int(ss or 0), tzinfo=tzinfo)
+    except ValueError as exc:
+        raise InvalidQuery(f"bad date {text!r}: {exc}") from None
+    if hh is not None:
+        end = start + timedelta(seconds=1 if ss is not None else 60)
+    elif d is not None:
+        end = start + timedelta(days=1)
+    elif mo is not None:
+        end = start.replace(year=start.year + (start.month == 12), month=start.month % 12 + 1)
+    else:
+        end = start.replace(year=start.year + 1)
+    return int(start.timestamp()), int(end.timestamp())
+
+
+def iso_to_epoch(text: str | None) -> int | None:
+    """Start of an ISO 8601 date/time in epoch seconds, or None if missing or unparsable."""
+    if not text:
+        return None
+    try:
+        return _span(str(text))[0]
+    except InvalidQuery:
+        return None
+
+
+def date_range(fieldname: str, spec: str) -> DateRange:
+    """``>D``, ``>=D``, ``<D``, ``<=D``, ``D1..D2`` (inclusive) or ``D`` -> a half-open range."""
+    spec = spec.strip()
+    for op in (">=", "<=", ">", "<"):
+        if spec.startswith(op):
+            s, e = _span(spec[len(op):])
+            return {">=": DateRange(fieldname, s, None), ">": DateRange(fieldname, e, None),
+                    "<": DateRange(fieldname, None, s), "<=": DateRange(fieldname, None, e)}[op]
+    if ".." in spec:
+        lo, _, hi = spec.partition("..")
+        if not lo and not hi:
+            raise InvalidQuery(f"bad date range {spec!r}: give at least one end")
+        return DateRange(fieldname, _span(lo)[0] if lo else None, _span(hi)[1] if hi else None)
+    s, e = _span(spec)
+    return DateRange(fieldname, s, e)
+
+
+# --- tokenizer -------------------------------------------------------------------------
+
+_FIELD_RE = re.compile(r"^([A-Za-z_]+):(.*)$", re.S)
+
+
+def _tokens(q: str) -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
+    i, n = 0, len(q)
+    while i < n:
+        c = q[i]
+        if c.isspace():
+            i += 1
+        elif c in "()":
+            out.append((c, c))
+            i += 1
+        elif c == '"':
+            j = q.find('"', i + 1)
+            if j < 0:
+                raise InvalidQuery(f'unbalanced quote: the " at position {i} is never closed')
+            out.append(("phrase", q[i + 1:j]))
+            i = j + 1
+        else:
+            j = i
+            while j < n and not q[j].isspace() and q[j] not in '()"':
+                j += 1
+            piece = q[i:j]
+            m = _FIELD_RE.match(piece)
+            if m and j < n and q[j] == '"' and m.group(2) == "":
+                k = q.find('"', j + 1)
+                if k < 0:
+                    raise InvalidQuery(f'unbalanced quote: the " at position {j} is never closed')
+                out.append(("field", (m.group(1), q[j + 1:k], True)))
+                i = k + 1
+                continue
+            if m and m.group(2) and not m.group(2).startswith("//"):
+                out.append(("field", (m.group(1), m.group(2), False)))
+            elif piece in ("AND", "OR", "NOT"):
+                out.append((piece, piece))
+            else:
+                out.append(("word", piece))
+            i = j
+    return out
+
+
+def _field_node(name: str, value: str, quoted: bool) -> Node:
+    key = name.lower()
+    if key in DATE_FIELDS:
+        return date_range(key, value)
+    if key not in FIELDS:
+        known = ", ".join(sorted(set(FIELDS) | set(DATE_FIELDS)))
+        raise InvalidQuery(f"unknown field {name!r} in '{name}:{value}'; known fields: {known}. "
+                           f"To search the text itself, put it in quotes: \"{name}:{value}\"")
+    value = value.strip()
+    if not value:
+        raise InvalidQuery(f"empty value for field {name!r}")
+    if not quoted and value.endswith("*") and len(value) > 1:
+        return FieldTerm(FIELDS[key], value[:-1].lower(), prefix=True)
+    return FieldTerm(FIELDS[key], value.lower())
+
+
+def parse_filter(name: str, value: str) -> Node:
+    """One ``filters=`` entry of :meth:`SearchIndex.search` as a node (same rules as the syntax)."""
+    return _field_node(name, value, True)
+
+
+class _Parser:
+    def __init__(self, toks: list[tuple[str, object]]) -> None:
+        self.toks = toks
+        self.i = 0
+
+    def peek(self) -> str | None:
+        return self.toks[self.i][0] if self.i < len(self.toks) else None
+
+    def take(self) -> tuple[str, object]:
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def parse(self) -> Node | None:
+        node = self.or_expr()
+        if self.peek() == ")":
+            raise InvalidQuery("unbalanced parenthesis: ')' without a matching '('")
+        if self.i < len(self.toks):  # pragma: no cover - every token is consumed above
+            raise InvalidQuery(f"unexpected {self.toks[self.i][1]!r}")
+        return node
+
+    def or_expr(self) -> Node | None:
+        items = [self.and_expr()]
+        while self.peek() == "OR":
+            self.take()
+            if self.peek() in (None, ")", "OR", "AND"):
+                raise InvalidQuery("OR needs something on both sides")
+            items.append(self.and_expr())
+        return items[0] if len(items) == 1 else Or(tuple(items))
+
+    def and_expr(self) -> Node | None:
+        if self.peek() == "AND":
+            raise InvalidQuery("AND needs something on both sides")
+        items = [self.unary()]
+        while self.peek() not in (None, ")", "OR"):
+            if self.peek() == "AND":
+                self.take()
+                if self.peek() in (None, ")", "OR", "AND"):
+                    raise InvalidQuery("AND needs something on both sides")
+            items.append(self.unary())
+        return items[0] if len(items) == 1 else And(tuple(items))
+
+    def unary(self) -> Node:
+        if self.peek() == "NOT":
+            self.take()
+            if self.peek() in (None, ")", "OR", "AND"):
+                raise InvalidQuery("NOT needs something after it")
+            return Not(self.unary())
+        return self.primary()
+
+    def primary(self) -> Node:
+        kind, val = self.take()
+        if kind == "(":
+            if self.peek() == ")":
+                raise InvalidQuery("empty parentheses")
+            node = self.or_expr()
+            if self.peek() != ")":
+                raise InvalidQuery("unbalanced parenthesis: '(' is never closed")
+            self.take()
+            return node
+        if kind == ")":
+            raise InvalidQuery("unbalanced parenthesis: ')' without a matching '('")
+        if kind == "phrase":
+            return Phrase(str(val))
+        if kind == "field":
+            name, value, quoted = val  # type: ignore[misc]
+            return _field_node(name, value, quoted)
+        text = str(val)
+        if text.endswith("*"):
+            stem = text.rstrip("*")
+            if not stem:
+                raise InvalidQuery("a lone '*' is not a query; write a prefix such as deploy*")
+            if "*" in stem:
+                raise InvalidQuery(f"{text!r}: only a trailing * (prefix) is supported")
+            return Prefix(stem)
+        return Word(text)
+
+
+def _is_filter(n: Node) -> bool:
+    return isinstance(n, (FieldTerm, DateRange)) or (
+        isinstance(n, (And, Or)) and all(_is_filter(c) for c in n.items)) or (
+        isinstance(n, Not) and _is_filter(n.item))
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Parse a query string; raise :class:`InvalidQuery` with a readable message on bad syntax."""
+    toks = _tokens(text)
+    depth = 0
+    for kind, _ in toks:
+        depth += (kind == "(") - (kind == ")")
+        if depth < 0:
+            raise InvalidQuery("unbalanced parenthesis: ')' without a matching '('")
+    if depth:
+        raise InvalidQuery("unbalanced parenthesis: '(' is never closed")
+    expr = _Parser(toks).parse() if toks else None
+    top = list(expr.items) if isinstance(expr, And) else ([expr] if expr is not None else [])
+    filters = [n for n in top if _is_filter(n)]
+    rest = [n for n in top if not _is_filter(n)]
+    if all(isinstance(n, Word) for n in rest) and not any(k in ("OR", "AND", "NOT", "(")
+                                                              for k, _ in toks):
+        return ParsedQuery(True, words=[n.text for n in rest], filters=filters)
+    body = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
+    return ParsedQuery(False, expr=body, filters=filters)

@@ -1,0 +1,617 @@
+"""The Vault: gitmem's one service class.
+
+Every front door (Python API, CLI, agent tools, MCP server) calls a Vault
+method; only the Vault touches files, git and the caches.  Each write is one
+commit made under the vault lock; reads never take the lock and never write a
+memory file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import weakref
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .catalog import Catalog, FileRow
+from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
+from .errors import (AmbiguousReference, Conflict, ContentTooLarge, GitmemError, InvalidContent,
+                     InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
+                     NotFound, Protected)
+from .gitstore import FileChange, GitStore
+from .history import HistoryMixin
+from .locking import VaultLock
+from .markdown import ParsedFile, decode, parse_text, render
+from .paths import check_relpath, inside, is_hidden_part, memory_relpath, slugify
+from .schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
+
+__all__ = ["Vault"]
+
+Clock = Callable[[], datetime]
+GITIGNORE = """\
+# gitmem keeps its private state (lock, caches, search index) in .git/gitmem/.
+# Editor and OS litter that should never become a memory:
+.obsidian/workspace*.json
+.obsidian/cache
+.trash/
+.DS_Store
+Thumbs.db
+*.swp
+*.swo
+*~
+4913
+.*.gitmem-tmp-*
+"""
+_INDEX_FLUSH_DELAY = 1.0  # seconds of quiet before .git/index is brought up to date
+_live_vaults: "weakref.WeakSet[Vault]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:  # pragma: no cover - exercised by CLI subprocess tests
+    for vault in list(_live_vaults):
+        try:
+            vault.close()
+        except Exception:  # noqa: BLE001 - never fail interpreter shutdown
+            pass
+
+
+class Vault(HistoryMixin):
+    """A gitmem vault: a git repository of Markdown memories in tier folders.
+
+    Open with :meth:`Vault.open` or create with :meth:`Vault.init`; use as a
+    context manager (or call :meth:`close`) so ``.git/index`` is left in line
+    with HEAD.  ``author`` is the identity every write is committed as (an
+    agent's name, or ``"Name <email>"``); ``clock`` returns the current time
+    (inject one in tests).  One Vault object may be shared by threads.
+    """
+
+    def __init__(self, root: Path, *, author: str | Identity | None = None,
+                 clock: Clock | None = None, lock_timeout: float = 30.0) -> None:
+        self.root = Path(os.path.realpath(root))
+        if not (self.root / ".git").is_dir():
+            raise NotAVault(f"{root} is not a gitmem vault (no .git folder)")
+        self.git = GitStore(self.root)
+        self.config = VaultConfig.load(self.root)
+        self.clock: Clock = clock or (lambda: datetime.now(timezone.utc))
+        if isinstance(author, str):
+            author = Identity.parse(author)
+        self.author: Identity = author or env_author() or self.config.author
+        self.state_dir = self.git.git_dir / "gitmem"
+        self.lock = VaultLock(self.state_dir / "lock", timeout=lock_timeout)
+        self.catalog = Catalog(self.state_dir / "catalog.sqlite")
+        self._scanned = False
+        self._flush_timer: threading.Timer | None = None
+        self._closed = False
+        if (self.state_dir / "index-dirty").exists() and not self.git.index_pending:
+            with self.lock.hold():
+                self.git.repair_index()  # a writer died before syncing .git/index
+        _live_vaults.add(self)
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> "Vault":
+        """Open the vault at ``path`` (default: ``$GITMEM_VAULT``, else the current folder)."""
+        chosen = path if path is not None else os.environ.get("GITMEM_VAULT") or "."
+        root = Path(chosen).expanduser()
+        if not root.is_dir():
+            raise NotAVault(f"{root} does not exist")
+        if not (root / CONFIG_NAME).exists() and not (root / ".git").is_dir():
+            raise NotAVault(f"{root} is not a gitmem vault")
+        return cls(root, **kwargs)
+
+    @classmethod
+    def init(cls, path: str | os.PathLike[str], *, from_dir: str | os.PathLike[str] | None = None,
+             author: str | Identity | None = None, clock: Clock | None = None) -> "Vault":
+        """Create a vault at ``path`` (one commit), optionally importing the
+        Markdown memories of a plain folder such as the bundled ``sample-vault``."""
+        root = Path(path).expanduser()
+        if (root / CONFIG_NAME).exists():
+            raise Conflict(f"{root} is already a gitmem vault", hint="Open it with Vault.open().")
+        if root.exists() and not root.is_dir():
+            raise InvalidInput(f"{root} exists and is not a folder")
+        source = Path(from_dir).expanduser() if from_dir is not None else None
+        if source is not None and not source.is_dir():
+            raise NotFound(f"import folder {source} does not exist")
+        GitStore.init(root).close()
+        vault = cls(root, author=author, clock=clock)
+        changes = [FileChange(CONFIG_NAME, _read_or(source, CONFIG_NAME, DEFAULT_CONFIG_TEXT.encode())),
+                   FileChange(".gitignore", GITIGNORE.encode())]
+        vault.config = VaultConfig.from_dict(_yaml_dict(changes[0].data or b""))
+        imported: list[tuple[str, str]] = []
+        if source is not None:
+            for rel, data in _iter_import(source, vault.config.tiers):
+                changes.append(FileChange(rel, data))
+                parsed = parse_text(decode(data))
+                imported.append((str(derive(rel, parsed.meta, parsed.body)["id"]), rel))
+        for tier in vault.config.tiers:
+            if not any(c.path.startswith(tier + "/") for c in changes):
+                changes.append(FileChange(f"{tier}/.gitkeep", b""))
+        what = f" with {len(imported)} memories from {source.name}" if source else ""
+        vault._commit(changes, f"init: gitmem vault{what}", "init",
+                      [(mid, rel, "import") for mid, rel in imported])
+        return vault
+
+    def close(self) -> None:
+        """Sync ``.git/index`` with HEAD and release resources (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._flush_timer:
+            self._flush_timer.cancel()
+        with self.lock.hold():
+            self.git.flush_index()
+        self.git.repo.close()
+        self.catalog.close()
+        _live_vaults.discard(self)
+
+    def __enter__(self) -> "Vault":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def now(self) -> str:
+        """The injected clock's time as ISO 8601 UTC."""
+        return iso_now(self.clock())
+
+    # -------------------------------------------------------------- reading
+    def _disk_files(self) -> dict[str, os.stat_result]:
+        """Every memory file in the tier folders -> its stat (no parsing)."""
+        found: dict[str, os.stat_result] = {}
+        for tier in self.config.tiers:
+            top = self.root / tier
+            if not top.is_dir():
+                continue
+            for folder, dirs, files in os.walk(top):
+                dirs[:] = [d for d in dirs if not is_hidden_part(d)]
+                rel_folder = Path(folder).relative_to(self.root).as_posix()
+                for name in files:
+                    if name.endswith(".md") and not name.startswith("."):
+                        full = os.path.join(folder, name)
+                        try:
+                            found[f"{rel_folder}/{name}"] = os.stat(full)
+                        except OSError:
+                            continue
+        return found
+
+    def _load_row(self, path: str) -> tuple[str, dict[str, Any], str | None] | None:
+        try:
+            memory = self._read_file(path)
+        except FileNotFoundError:
+            return None
+        return memory.id, {k: v for k, v in memory.meta.items() if k != "id"}, \
+            "; ".join(memory.problems) or None
+
+    def _read_file(self, path: str, data: bytes | None = None) -> Memory:
+        """Parse one memory file (from disk, or ``data``) without ever writing it."""
+        problems: list[str] = []
+        if data is None:
+            data = (self.root / path).read_bytes()
+        try:
+            text = decode(data)
+        except InvalidContent as exc:
+            text, problems = data.decode("utf-8", "replace").replace("\x00", ""), [exc.message]
+        parsed = parse_text(text)
+        if parsed.problem:
+            problems.append(parsed.problem)
+        meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers)
+        return Memory(path, meta, parsed.body, problems)
+
+    def scan(self) -> tuple[list[str], list[str]]:
+        """Re-read changed files into the catalog; returns (changed, removed) paths."""
+        result = self.catalog.scan(self._disk_files(), self._load_row)
+        self._scanned = True
+        return result
+
+    def _ensure_scanned(self) -> None:
+        if not self._scanned:
+            self.scan()
+
+    def _fresh_row(self, row: FileRow) -> bool:
+        try:
+            st = os.stat(self.root / row.path)
+        except OSError:
+            return False
+        return self.catalog.stat_of(row.path) == (st.st_mtime_ns, st.st_size)
+
+    def _lookup(self, ref: str) -> list[FileRow]:
+        ref = ref.strip()
+        if "/" in ref or "\\" in ref:
+            rel = check_relpath(ref)
+            row = self.catalog.row(rel)
+            return [row] if row else []
+        rows = self.catalog.by_id(ref)
+        if not rows and ref.endswith(".md"):
+            rows = self.catalog.by_stem(ref[:-3])
+        if not rows:
+            rows = self.catalog.by_stem(ref)
+        if not rows:
+            rows = self.catalog.by_title(ref)
+        if not rows and len(ref) >= 4 and all(c in "0123456789abcdef-" for c in ref.lower()):
+            rows = self.catalog.by_id_prefix(ref.lower())
+        return rows
+
+    def resolve(self, ref: str) -> str:
+        """The path of the memory ``ref`` names: an id (or unique id prefix of
+        4+ characters), a vault-relative path, a file name (with or without
+        ``.md``) or an exact title (case-insensitive)."""
+        if not isinstance(ref, str) or not ref.strip():
+            raise InvalidInput("memory reference is empty", hint="Pass an id, path, file name or title.")
+        self._ensure_scanned()
+        rows = self._lookup(ref)
+        if not rows or not all(self._fresh_row(r) for r in rows):
+            self.scan()
+            rows = self._lookup(ref)
+        if not rows:
+            raise NotFound(f"no memory matches {ref!r}",
+                           hint="List memories with 'gitmem ls' or search with 'gitmem search'.")
+        if len(rows) > 1:
+            listing = ", ".join(f"{r.path} ({r.id[:8]})" for r in rows[:5])
+            raise AmbiguousReference(f"{ref!r} matches {len(rows)} memories: {listing}")
+        return rows[0].path
+
+    def get(self, ref: str) -> Memory:
+        """Read one memory (see :meth:`resolve` for what ``ref`` may be)."""
+        path = self.resolve(ref)
+        try:
+            return self._read_file(path)
+        except FileNotFoundError:
+            raise NotFound(f"memory file {path} vanished while reading") from None
+
+    def exists(self, ref: str) -> bool:
+        """True if ``ref`` names exactly one memory."""
+        try:
+            self.resolve(ref)
+        except (NotFound, AmbiguousReference):
+            return False
+        return True
+
+    def list(self, *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
+             tags: str | Iterable[str] | None = None, status: str | Iterable[str] | None = "active",
+             scope: str | None = None, agent: str | None = None, limit: int | None = None) -> list[Memory]:
+        """Memories matching every given filter, newest ``updated`` first.
+
+        ``status`` defaults to ``"active"``; pass ``None`` for every status.
+        ``tags`` matches memories carrying all the given tags.  Bodies are not
+        loaded (``body`` is ""); use :meth:`get` for the full memory.
+        """
+        self.scan()
+        want = {k: _as_set(v) for k, v in (("tier", tier), ("type", type), ("status", status),
+                                            ("scope", scope), ("agent", agent)) if v is not None}
+        for key in ("tier", "type", "status", "scope"):
+            for value in want.get(key, ()):
+                clean_metadata({key: value}, tiers=self.config.tiers)  # raises on unknown values
+        need_tags = _as_set(tags) if tags else set()
+        out: list[Memory] = []
+        for row in self.catalog.all_rows():
+            meta = {"id": row.id, **row.meta}
+            if any(str(meta.get(k, "active" if k == "status" else "")) not in v for k, v in want.items()):
+                continue
+            if need_tags and not need_tags <= set(meta.get("tags") or []):
+                continue
+            out.append(Memory(row.path, meta, "", [row.problem] if row.problem else []))
+        out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)
+        return out[:limit] if limit else out
+
+    # -------------------------------------------------------------- writing
+    def _author(self, author: str | Identity | None) -> Identity:
+        if author is None:
+            return self.author
+        return author if isinstance(author, Identity) else Identity.parse(author)
+
+    def _protected(self, memory: Memory) -> bool:
+        return memory.type in self.config.protected_types and memory.status == "active"
+
+    def _guard(self, memory: Memory, force: bool, action: str) -> None:
+        if self._protected(memory) and not force:
+            raise Protected(f"{memory.title!r} is a protected {memory.type}; refusing to {action} it")
+
+    def _render(self, meta: Mapping[str, Any], body: str, raw: Mapping[str, str] | None = None) -> bytes:
+        if not isinstance(body, str):
+            raise InvalidContent(f"content must be text, got {type(body).__name__}")
+        if "\x00" in body:
+            raise InvalidContent("content contains NUL characters")
+        data = render(meta, body, raw).encode("utf-8", "surrogatepass")
+        if len(data) > self.config.max_content_bytes:
+            raise ContentTooLarge(f"memory is {len(data):,} bytes; the limit is "
+                                  f"{self.config.max_content_bytes:,}")
+        return data
+
+    def _unique_stem(self, title: str, memory_id: str) -> str:
+        base = slugify(title) or f"memory-{memory_id[:8]}"
+        self._ensure_scanned()
+        stem, n = base, 2
+        while self.catalog.stem_taken(stem):
+            stem, n = f"{base}-{n}", n + 1
+        return stem
+
+    def add(self, title: str, body: str = "", *, type: str = "memory", tier: str | None = None,
+            tags: Sequence[str] | None = None, author: str | Identity | None = None,
+            path: str | None = None, **fields: Any) -> Memory:
+        """Create a memory (one commit ``add: <title>``) and return it.
+
+        ``fields`` are any other frontmatter fields (importance, confidence,
+        scope, entities, related, summary, source, expires, ...).  ``path``
+        places the file explicitly (vault-relative, under a tier folder);
+        otherwise it goes to ``<tier>/<h1>/<h2>/<slug>.md``.
+        """
+        who = self._author(author)
+        title = validate_title(title)
+        tier = tier or self.config.tiers[0]
+        memory_id = str(fields.pop("id", None) or new_id())
+        now = self.now()
+        meta = {"id": memory_id, "title": title, "type": type, "tier": tier, "status": "active",
+                "tags": list(tags or []), "created": now, "updated": now, "agent": who.name, **fields}
+        meta = ordered(clean_metadata(meta, tiers=self.config.tiers))
+        with self.lock.hold():
+            if self.catalog.by_id(memory_id):
+                raise Conflict(f"a memory with id {memory_id} already exists")
+            if path is not None:
+                rel = self._new_path(path, meta)
+            else:
+                rel = memory_relpath(tier, memory_id, self._unique_stem(title, memory_id))
+            data = self._render(meta, body)
+            sha = self._commit([FileChange(rel, data)], f"add: {title}", "add",
+                               [(memory_id, rel, "add")], author=who)
+        return self._written(rel, data, sha)
+
+    def _new_path(self, path: str, meta: dict[str, Any]) -> str:
+        rel = check_relpath(path)
+        if not rel.endswith(".md"):
+            rel += ".md"
+        top = rel.split("/", 1)[0]
+        if top not in self.config.tiers or "/" not in rel:
+            raise InvalidInput(f"path {path!r} must start with a tier folder "
+                               f"({', '.join(self.config.tiers)})")
+        meta["tier"] = top
+        target = inside(self.root, rel)
+        if target.exists() or target.is_symlink():
+            raise Conflict(f"{rel} already exists", hint="Update it instead, or pick another name.")
+        if self.catalog.stem_taken(rel.rsplit("/", 1)[-1][:-3]):
+            raise Conflict(f"a memory file named {rel.rsplit('/', 1)[-1]} already exists in the vault",
+                           hint="File names are unique across tiers so [[links]] stay unambiguous.")
+        return rel
+
+    def _current(self, ref: str) -> tuple[Memory, ParsedFile]:
+        """The memory and its parsed file, refusing files gitmem cannot rewrite safely."""
+        path = self.resolve(ref)
+        target = inside(self.root, path)
+        if target.is_symlink():
+            raise InvalidInput(f"{path} is a symbolic link; gitmem does not write through links")
+        data = target.read_bytes()
+        memory = self._read_file(path, data)
+        parsed = parse_text(decode(data)) if not memory.problems else None
+        if parsed is None or parsed.problem:
+            raise InvalidFrontmatter(
+                f"{path} has frontmatter gitmem cannot parse: {'; '.join(memory.problems)}",
+                hint="Fix the file by hand (gitmem doctor lists such files); gitmem will not overwrite it.")
+        return memory, parsed
+
+    def update(self, ref: str, *, body: str | None = None, append: str | None = None,
+               replace: tuple[str, str] | None = None, title: str | None = None,
+               tags: Sequence[str] | None = None, add_tags: Sequence[str] = (),
+               remove_tags: Sequence[str] = (), meta: Mapping[str, Any] | None = None,
+               force: bool = False, author: str | Identity | None = None,
+               message: str | None = None) -> Memory:
+        """Change a memory in one commit ``update: <title>``.
+
+        ``body`` replaces the content, ``append`` adds a paragraph at the end,
+        ``replace=(old, new)`` swaps text that must occur exactly once.
+        ``tags`` replaces the tag list; ``add_tags``/``remove_tags`` edit it;
+        ``meta`` sets other frontmatter fields (a value of None removes one).
+        Changing the content, title or type of a protected memory needs ``force``.
+        """
+        who = self._author(author)
+        with self.lock.hold():
+            memory, parsed = self._current(ref)
+            new_meta = dict(memory.meta)
+            new_body = memory.body
+            content_change = body is not None or append is not None or replace is not None
+            if body is not None:
+                new_body = body
+            if append is not None:
+                sep = "" if not new_body or new_body.endswith("\n\n") else ("\n" if new_body.endswith("\n") else "\n\n")
+                new_body = f"{new_body}{sep}{append}" + ("" if append.endswith("\n") else "\n")
+            if replace is not None:
+                old, new = replace
+                if not isinstance(old, str) or not old:
+                    raise InvalidInput("the text to replace is empty")
+                count = new_body.count(old)
+                if count != 1:
+                    raise MatchError(
+                        f"the text to replace occurs {count} times in {memory.path}; it must occur exactly once",
+                        code="no_match" if count == 0 else "ambiguous_match",
+                        hint="Quote more surrounding text so it matches exactly once.")
+                new_body = new_body.replace(old, new, 1)
+            if title is not None:
+                new_meta["title"] = validate_title(title)
+                content_change = True
+            if tags is not None:
+                new_meta["tags"] = list(tags)
+            if add_tags or remove_tags:
+                current = [t for t in new_meta.get("tags", []) if t not in set(remove_tags)]
+                new_meta["tags"] = current + [t for t in add_tags if t not in current]
+            for key, value in (meta or {}).items():
+                if key in ("id", "tier", "created"):
+                    raise InvalidMetadata(f"{key} cannot be changed by update",
+                                          hint="Use move() to change the tier." if key == "tier" else None)
+                if key == "type":
+                    content_change = True
+                new_meta[key] = value
+                if value is None:
+                    new_meta.pop(key)
+            if content_change:
+                self._guard(memory, force, "overwrite")
+            new_meta["updated"] = self.now()
+            new_meta = ordered(clean_metadata(new_meta, tiers=self.config.tiers))
+            if new_meta == memory.meta and new_body == memory.body:
+                return memory  # nothing changed: no empty commit
+            data = self._render(new_meta, new_body, parsed.raw_blocks)
+            subject = message or f"update: {new_meta['title']}"
+            sha = self._commit([FileChange(memory.path, data)], subject, "update",
+                               [(memory.id, memory.path, "update")], author=who, forced=force and self._protected(memory))
+        return self._written(memory.path, data, sha)
+
+    def move(self, ref: str, tier: str, *, force: bool = False, author: str | Identity | None = None,
+             extra_meta: Mapping[str, Any] | None = None, op: str = "move") -> Memory:
+        """Move a memory to another tier: one commit, a tracked rename."""
+        who = self._author(author)
+        if tier not in self.config.tiers:
+            raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(self.config.tiers)}")
+        with self.lock.hold():
+            memory, parsed = self._current(ref)
+            if memory.tier == tier and not extra_meta:
+                return memory
+            self._guard(memory, force, "move")
+            new_meta = dict(memory.meta, tier=tier)
+            archive = self.config.archive_tier
+            if tier == archive and memory.tier != archive:
+                new_meta.setdefault("archived_from", memory.tier)
+                if new_meta.get("status", "active") == "active":
+                    new_meta["status"] = "archived"
+            elif memory.tier == archive and tier != archive:
+                new_meta.pop("archived_from", None)
+                new_meta.pop("archived_into", None)
+                new_meta["status"] = "active"
+            for key, value in (extra_meta or {}).items():
+                new_meta[key] = value
+            new_meta = ordered(clean_metadata(new_meta, tiers=self.config.tiers))
+            rest = memory.path.split("/", 1)[1] if "/" in memory.path else memory.path
+            new_path = f"{tier}/{rest}"
+            if new_path != memory.path and inside(self.root, new_path).exists():
+                raise Conflict(f"cannot move: {new_path} already exists")
+            data = self._render(new_meta, memory.body, parsed.raw_blocks)
+            changes = [FileChange(new_path, data)]
+            if new_path != memory.path:
+                changes.insert(0, FileChange(memory.path, None))
+            subject = f"{op}: {memory.title} {memory.tier} -> {tier}"
+            sha = self._commit(changes, subject, op, [(memory.id, new_path, op)], author=who,
+                               forced=force and self._protected(memory))
+        return self._written(new_path, data, sha)
+
+    def delete(self, ref: str, *, hard: bool = False, force: bool = False,
+               author: str | Identity | None = None) -> Memory:
+        """Delete a memory in one commit.
+
+        Soft (default): ``status: deleted`` and moved to the archive tier, still
+        readable.  Hard: the file is removed.  Both are recoverable from history
+        with :meth:`restore`.  Returns the memory as it was before a hard
+        delete, or as it is now after a soft one.
+        """
+        who = self._author(author)
+        if not hard:
+            with self.lock.hold():
+                memory, _ = self._current(ref)
+                self._guard(memory, force, "delete")
+                return self.move(memory.path, self.config.archive_tier, force=force, author=who,
+                                 extra_meta={"status": "deleted", "updated": self.now()}, op="delete")
+        with self.lock.hold():
+            memory = self.get(ref)
+            self._guard(memory, force, "delete")
+            sha = self._commit([FileChange(memory.path, None)], f"delete: {memory.title} (hard)", "delete",
+                               [(memory.id, None, "delete")], author=who, forced=force and self._protected(memory))
+        memory.commit = sha.decode()
+        return memory
+
+    # --------------------------------------------------------------- commit
+    def _written(self, path: str, data: bytes, sha: bytes) -> Memory:
+        memory = self._read_file(path, data)
+        memory.commit = sha.decode()
+        return memory
+
+    def _commit(self, changes: Sequence[FileChange], subject: str, op: str,
+                touched: Sequence[tuple[str, str | None, str]], *, author: Identity | None = None,
+                forced: bool = False) -> bytes:
+        """Make one commit of ``changes`` and update the caches. Lock must be held."""
+        who = author or self.author
+        trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
+        trailers += [f"Op: {op}", f"Agent: {who.name}"]
+        if forced:
+            subject += " (forced)"
+            trailers.append("Forced: true")
+        message = f"{subject}\n\n" + "\n".join(trailers) + "\n"
+        with self.lock.hold():
+            parent = self.git.head()
+            when = self.clock().timestamp()
+            sha = self.git.commit_files(changes, message, who, when=when)
+            self._after_commit(parent, sha, changes, touched, int(when))
+        return sha
+
+    def _after_commit(self, parent: bytes | None, sha: bytes, changes: Sequence[FileChange],
+                      touched: Sequence[tuple[str, str | None, str]], when: int) -> None:
+        """Update caches for a commit this Vault made (lock held)."""
+        memory_paths = [c for c in changes if self._is_memory_path(c.path)]
+        with self.catalog.transaction():
+            for change in memory_paths:
+                if change.data is None:
+                    self.catalog.drop([change.path])
+                else:
+                    loaded = self._read_file(change.path, change.data)
+                    st = os.stat(self.root / change.path)
+                    self.catalog.put(change.path, loaded.id,
+                                     st, {k: v for k, v in loaded.meta.items() if k != "id"},
+                                     "; ".join(loaded.problems) or None)
+            tip = self.catalog.get("history_tip")
+            if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
+                self.catalog.add_touches(sha.decode(), when, touched)
+                self.catalog.set("history_tip", sha.decode())
+        self._schedule_index_flush()
+
+    def _is_memory_path(self, path: str) -> bool:
+        parts = path.split("/")
+        return (len(parts) > 1 and parts[0] in self.config.tiers and path.endswith(".md")
+                and not any(is_hidden_part(p) for p in parts))
+
+    def _schedule_index_flush(self) -> None:
+        if self._flush_timer:
+            self._flush_timer.cancel()
+        timer = threading.Timer(_INDEX_FLUSH_DELAY, self._flush_quietly)
+        timer.daemon = True
+        self._flush_timer = timer
+        timer.start()
+
+    def _flush_quietly(self) -> None:
+        if self._closed:
+            return
+        try:
+            with self.lock.hold():
+                self.git.flush_index()
+        except GitmemError:
+            pass  # busy: the next write or close() flushes
+
+
+def _as_set(value: str | Iterable[str]) -> set[str]:
+    return {value} if isinstance(value, str) else set(value)
+
+
+def _read_or(folder: Path | None, name: str, default: bytes) -> bytes:
+    if folder is not None and (folder / name).is_file():
+        return (folder / name).read_bytes()
+    return default
+
+
+def _yaml_dict(data: bytes) -> dict[str, Any]:
+    import yaml
+    try:
+        loaded = yaml.safe_load(data.decode("utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InvalidMetadata(f"{CONFIG_NAME} is not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise InvalidMetadata(f"{CONFIG_NAME} must be a mapping")
+    return loaded
+
+
+def _iter_import(source: Path, tiers: Sequence[str]) -> Iterable[tuple[str, bytes]]:
+    """Markdown files under ``source``'s tier folders, as (relpath, bytes)."""
+    for tier in tiers:
+        top = source / tier
+        if not top.is_dir():
+            continue
+        for file in sorted(top.rglob("*.md")):
+            rel = file.relative_to(source).as_posix()
+            if any(is_hidden_part(p) for p in rel.split("/")) or file.is_symlink():
+                continue
+            yield check_relpath(rel), file.read_bytes()
