@@ -50,6 +50,7 @@ def slugify(title: str) -> str:
     letters or digits; callers pick a fallback.
     """
     text = unicodedata.normalize("NFKC", title).casefold()
+    text = re.sub(r"(?<=\w)['’](?=\w)", "", text)  # "Maya's" -> "mayas", not "maya-s"
     text = "".join(ch if (ch.isalnum() or ch in "-_") else "-" for ch in text)
     text = re.sub(r"[-_]*-[-_]*", "-", text).strip("-_")
     text = unicodedata.normalize("NFC", text)

@@ -1,0 +1,403 @@
+"""The ``gitmem`` command line: each command opens the vault, makes one Vault
+call and prints the result (human text, or JSON with ``--json``).
+
+Errors are one line on stderr (``error: ...`` plus a ``hint:`` line when there
+is one) and a documented exit code (see :mod:`gitmem.errors`); a traceback is
+shown only with ``GITMEM_DEBUG=1``.  Heavy modules load inside commands so
+``gitmem --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import click
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .schema import Memory
+    from .vault import Vault
+
+__all__ = ["main", "cli"]
+
+EPILOG = """\b
+Exit codes: 0 ok, 1 failure, 2 invalid input, 3 not found,
+4 protected (use --force), 5 conflict, 6 vault busy.
+Docs: README.md (Python API, file format, every command)."""
+
+
+class GitmemGroup(click.Group):
+    """A click group that turns gitmem errors into one line and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from .errors import GitmemError
+        try:
+            return super().invoke(ctx)
+        except GitmemError as exc:
+            _fail(ctx, exc.to_dict(), exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            _fail(ctx, {"code": "interrupted", "message": "interrupted"}, 130)
+        except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+            if os.environ.get("GITMEM_DEBUG"):
+                raise
+            _fail(ctx, {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
+                        "hint": "Set GITMEM_DEBUG=1 for a traceback and report it."}, 1)
+
+
+def _fail(ctx: click.Context, error: dict[str, Any], code: int) -> None:
+    if _wants_json(ctx):
+        click.echo(json.dumps({"error": error}, ensure_ascii=False))
+    else:
+        click.echo(f"error: {error['message']}", err=True)
+        if error.get("hint"):
+            click.echo(f"hint: {error['hint']}", err=True)
+    ctx.exit(code)
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    return bool(ctx.meta.get("gitmem.json"))
+
+
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta["gitmem.json"] = value  # ctx.meta is shared by the whole command chain
+    return value
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, is_eager=True, callback=_remember_json,
+                        help="Print JSON instead of text.")(func)
+
+
+@click.group(cls=GitmemGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--vault", "-C", "vault_path", envvar="GITMEM_VAULT", type=click.Path(file_okay=False),
+              help="The vault folder (default: $GITMEM_VAULT, else the current folder).")
+@click.option("--author", envvar="GITMEM_AUTHOR",
+              help='Commit author for writes: a name or "Name <email>" (default: from .gitmem.yaml).')
+@click.version_option(package_name="gitmem-vault", prog_name="gitmem")
+@click.pass_context
+def cli(ctx: click.Context, vault_path: str | None, author: str | None) -> None:
+    """gitmem: a Git-backed Markdown memory vault for LLM agents.
+
+    Every write is one git commit; memories are Markdown files with YAML
+    frontmatter in tier folders (short_term, mid_term, long_term, archive).
+
+    \b
+    Example:
+      gitmem init --from sample-vault my-vault
+      cd my-vault && gitmem add "Prefers dark mode" "Use dark themes." --type preference
+      gitmem ls --tier short_term
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["vault_path"] = vault_path
+    ctx.obj["author"] = author
+
+
+def open_vault(ctx: click.Context) -> "Vault":
+    """Open the vault named by --vault / $GITMEM_VAULT / the current folder."""
+    from .vault import Vault
+    vault = Vault.open(ctx.obj.get("vault_path"), author=ctx.obj.get("author"))
+    ctx.call_on_close(vault.close)
+    return vault
+
+
+def emit(data: Any, as_json: bool, text: Callable[[], str] | str) -> None:
+    """Print ``data`` as JSON, or the human ``text``."""
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(text() if callable(text) else text)
+
+
+def _short(memory: "Memory") -> str:
+    return memory.id[:8]
+
+
+def _commit_note(memory: "Memory") -> str:
+    return f"  (commit {memory.commit[:7]})" if memory.commit else ""
+
+
+def _read_body(body: str | None, body_file: Any) -> str | None:
+    if body is not None and body_file is not None:
+        raise click.UsageError("give the body as an argument or --body-file, not both")
+    if body_file is not None:
+        return body_file.read()
+    return body
+
+
+def _meta_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    from .schema import MEMORY_TYPES, SCOPES
+    options = [
+        click.option("--importance", type=click.IntRange(1, 5), help="1 (low) to 5 (critical)."),
+        click.option("--confidence", type=click.IntRange(1, 5), help="1 (speculative) to 5 (verified)."),
+        click.option("--strength", type=click.FloatRange(0, 1), help="Memory strength, 0 to 1."),
+        click.option("--scope", type=click.Choice(SCOPES), help="Visibility scope."),
+        click.option("--summary", help="One-line summary."),
+        click.option("--source", help="Where the memory came from (session, URL ...)."),
+        click.option("--expires", help="ISO date after which a task/reminder expires."),
+        click.option("--entity", "entities", multiple=True, help="An entity named by the memory (repeatable)."),
+        click.option("--alias", "aliases", multiple=True, help="An Obsidian alias (repeatable)."),
+        click.option("--type", "mtype", type=click.Choice(MEMORY_TYPES), help="Memory type."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _collect_meta(**values: Any) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()
+            if v is not None and v != ()}
+
+
+# ------------------------------------------------------------------ commands
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--from", "from_dir", type=click.Path(exists=True, file_okay=False),
+              help="Import the Markdown memories of a plain folder (e.g. sample-vault).")
+@json_option
+@click.pass_context
+def init(ctx: click.Context, directory: str, from_dir: str | None, as_json: bool) -> None:
+    """Create a vault in DIRECTORY (a git repository with tier folders).
+
+    \b
+    Example:
+      gitmem init --from sample-vault my-vault
+    """
+    from .vault import Vault
+    vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"))
+    ctx.call_on_close(vault.close)
+    count = len(vault.list(status=None))
+    head = vault.git.head()
+    emit({"path": str(vault.root), "memories": count, "commit": head.decode() if head else None},
+         as_json, f"initialised vault {vault.root} with {count} memories"
+                  f"{f'  (commit {head.decode()[:7]})' if head else ''}")
+
+
+@cli.command()
+@click.argument("title")
+@click.argument("body", required=False)
+@click.option("--body-file", type=click.File("r", encoding="utf-8"), help="Read the body from a file ('-' = stdin).")
+@click.option("--tier", help="Tier folder (default: the first, short_term).")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--path", "path", help="Explicit vault-relative file path under a tier folder.")
+@_meta_options
+@json_option
+@click.pass_context
+def add(ctx: click.Context, title: str, body: str | None, body_file: Any, tier: str | None,
+        tags: tuple[str, ...], path: str | None, mtype: str | None, as_json: bool, **meta: Any) -> None:
+    """Add a memory titled TITLE (one commit).
+
+    \b
+    Example:
+      gitmem add "Maya prefers dark mode" "Use dark themes in every editor." \\
+          --type preference --tier long_term --tag ui --importance 4
+    """
+    vault = open_vault(ctx)
+    memory = vault.add(title, _read_body(body, body_file) or "", type=mtype or "memory", tier=tier,
+                       tags=list(tags), path=path, **_collect_meta(**meta))
+    emit(memory.to_dict(), as_json, lambda: f"added {_short(memory)}  {memory.path}{_commit_note(memory)}")
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--at", "rev", help="Show the version at a commit id, ~N (N versions back) or ISO date.")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, ref: str, rev: str | None, as_json: bool) -> None:
+    """Print a memory (REF: id, id prefix, path, file name or title).
+
+    \b
+    Example:
+      gitmem show maya-prefers-dark-mode --at ~1
+    """
+    from .markdown import render
+    vault = open_vault(ctx)
+    memory = vault.show_at(ref, rev) if rev else vault.get(ref)
+    emit(memory.to_dict(), as_json, lambda: f"# {memory.path}\n{render(memory.meta, memory.body)}".rstrip("\n"))
+
+
+@cli.command(name="ls")
+@click.option("--tier", multiple=True, help="Only this tier (repeatable).")
+@click.option("--type", "mtype", multiple=True, help="Only this type (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable: all must match).")
+@click.option("--status", default="active", show_default=True,
+              help="active, superseded, archived, deleted, or 'all'.")
+@click.option("--scope", help="Only this scope.")
+@click.option("--agent", help="Only memories written by this agent.")
+@click.option("--limit", type=click.IntRange(1), help="At most this many.")
+@json_option
+@click.pass_context
+def ls(ctx: click.Context, tier: tuple[str, ...], mtype: tuple[str, ...], tags: tuple[str, ...],
+       status: str, scope: str | None, agent: str | None, limit: int | None, as_json: bool) -> None:
+    """List memories, most recently updated first.
+
+    \b
+    Example:
+      gitmem ls --tier long_term --type goal --type rule
+    """
+    vault = open_vault(ctx)
+    memories = vault.list(tier=tier or None, type=mtype or None, tags=tags or None,
+                          status=None if status == "all" else status, scope=scope, agent=agent, limit=limit)
+    emit([m.to_dict(body=False) for m in memories], as_json, lambda: _table(memories))
+
+
+def _table(memories: Iterable["Memory"]) -> str:
+    rows = [f"{m.id[:8]}  {m.tier:<10}  {m.type:<11}  {str(m.meta.get('updated', ''))[:10]}  {m.title}"
+            + (f"  [{', '.join(m.tags)}]" if m.tags else "") + ("" if m.status == "active" else f"  ({m.status})")
+            for m in memories]
+    return "\n".join(rows) if rows else "(no memories)"
+
+
+@cli.command(name="edit")
+@click.argument("ref")
+@click.option("--body", help="Replace the whole body with this text.")
+@click.option("--body-file", type=click.File("r", encoding="utf-8"), help="Replace the body with a file ('-' = stdin).")
+@click.option("--append", help="Append a paragraph to the body.")
+@click.option("--replace", nargs=2, metavar="OLD NEW", help="Replace OLD (must occur exactly once) with NEW.")
+@click.option("--title", help="New title (the file name stays, so links keep working).")
+@click.option("--tag", "add_tags", multiple=True, help="Add a tag (repeatable).")
+@click.option("--untag", "remove_tags", multiple=True, help="Remove a tag (repeatable).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set a frontmatter field (KEY= with no value removes it).")
+@click.option("--force", is_flag=True, help="Allow changing a protected memory (recorded in the commit).")
+@_meta_options
+@json_option
+@click.pass_context
+def edit(ctx: click.Context, ref: str, body: str | None, body_file: Any, append: str | None,
+         replace: tuple[str, str] | None, title: str | None, add_tags: tuple[str, ...],
+         remove_tags: tuple[str, ...], settings: tuple[str, ...], force: bool, mtype: str | None,
+         as_json: bool, **meta: Any) -> None:
+    """Change a memory (one commit). Alias: update.
+
+    \b
+    Examples:
+      gitmem edit maya-prefers-dark-mode --append "Also in the terminal."
+      gitmem edit 3f6c2a9e --replace "VS Code" "Neovim" --tag editor
+    """
+    import yaml
+    fields = _collect_meta(**meta)
+    if mtype:
+        fields["type"] = mtype
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
+        fields[key.strip()] = yaml.safe_load(value) if value.strip() else None
+    vault = open_vault(ctx)
+    memory = vault.update(ref, body=_read_body(body, body_file), append=append,
+                          replace=tuple(replace) if replace else None, title=title,
+                          add_tags=add_tags, remove_tags=remove_tags, meta=fields, force=force)
+    emit(memory.to_dict(), as_json, lambda: f"updated {_short(memory)}  {memory.path}{_commit_note(memory)}"
+         if memory.commit else f"unchanged {_short(memory)}  {memory.path}")
+
+
+cli.add_command(edit, name="update")
+
+
+@cli.command(name="mv")
+@click.argument("ref")
+@click.argument("tier")
+@click.option("--force", is_flag=True, help="Allow moving a protected memory.")
+@json_option
+@click.pass_context
+def mv(ctx: click.Context, ref: str, tier: str, force: bool, as_json: bool) -> None:
+    """Move a memory to TIER (a tracked rename, one commit).
+
+    \b
+    Example:
+      gitmem mv maya-prefers-dark-mode long_term
+    """
+    vault = open_vault(ctx)
+    memory = vault.move(ref, tier, force=force)
+    emit(memory.to_dict(), as_json, lambda: f"moved {_short(memory)}  -> {memory.path}{_commit_note(memory)}")
+
+
+@cli.command(name="rm")
+@click.argument("ref")
+@click.option("--hard", is_flag=True, help="Remove the file (still recoverable from history).")
+@click.option("--force", is_flag=True, help="Allow deleting a protected memory.")
+@json_option
+@click.pass_context
+def rm(ctx: click.Context, ref: str, hard: bool, force: bool, as_json: bool) -> None:
+    """Delete a memory: by default soft (status deleted, moved to archive).
+
+    \b
+    Example:
+      gitmem rm 3f6c2a9e            # soft: archive/..., status: deleted
+      gitmem restore 3f6c2a9e ~1    # bring it back
+    """
+    vault = open_vault(ctx)
+    memory = vault.delete(ref, hard=hard, force=force)
+    how = "removed" if hard else "deleted (soft)"
+    emit(memory.to_dict(), as_json, lambda: f"{how} {_short(memory)}  {memory.path}{_commit_note(memory)}")
+
+
+@cli.command(name="log")
+@click.argument("ref")
+@json_option
+@click.pass_context
+def log(ctx: click.Context, ref: str, as_json: bool) -> None:
+    """The commits that touched a memory, newest first, across moves. Alias: history.
+
+    \b
+    Example:
+      gitmem log maya-prefers-dark-mode
+    """
+    vault = open_vault(ctx)
+    versions = vault.history(ref)[::-1]
+    emit([v.to_dict() for v in versions], as_json,
+         lambda: "\n".join(f"~{i:<3} {v.commit[:8]}  {v.date}  {v.author.split(' <')[0]:<12}  {v.subject}"
+                           for i, v in enumerate(versions)))
+
+
+cli.add_command(log, name="history")
+
+
+@cli.command()
+@click.argument("ref")
+@click.argument("old", required=False)
+@click.argument("new", required=False)
+@json_option
+@click.pass_context
+def diff(ctx: click.Context, ref: str, old: str | None, new: str | None, as_json: bool) -> None:
+    """Unified diff of a memory between versions (default: previous version -> now).
+
+    OLD and NEW are commit ids, ~N (N versions back) or ISO dates.
+
+    \b
+    Example:
+      gitmem diff maya-prefers-dark-mode ~2 ~0
+    """
+    vault = open_vault(ctx)
+    text = vault.diff(ref, old, new)
+    emit({"diff": text}, as_json, lambda: text.rstrip("\n") or "(no differences)")
+
+
+@cli.command()
+@click.argument("ref")
+@click.argument("rev")
+@click.option("--force", is_flag=True, help="Allow overwriting a protected memory.")
+@json_option
+@click.pass_context
+def restore(ctx: click.Context, ref: str, rev: str, force: bool, as_json: bool) -> None:
+    """Bring a memory back to version REV (a new commit; works after rm, also --hard).
+
+    \b
+    Example:
+      gitmem restore maya-prefers-dark-mode ~1
+    """
+    vault = open_vault(ctx)
+    memory = vault.restore(ref, rev, force=force)
+    emit(memory.to_dict(), as_json, lambda: f"restored {_short(memory)}  {memory.path}{_commit_note(memory)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    cli.main(args=argv, prog_name="gitmem")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,92 @@
+"""Shared fixtures: real vaults in tmp_path, an injected clock, the git CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from gitmem import Vault
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "sample-vault"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No user settings leak in: git and gitmem see only what a test sets."""
+    for name in ("GITMEM_VAULT", "GITMEM_AUTHOR", "GITMEM_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "git user")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "git@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "git user")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "git@example.com")
+
+
+class FakeClock:
+    """A clock that moves only when told to (1 minute per tick by default)."""
+
+    def __init__(self, start: datetime = datetime(2026, 11, 1, 9, 0, tzinfo=timezone.utc)) -> None:
+        self.current = start
+
+    def __call__(self) -> datetime:
+        return self.current
+
+    def tick(self, **delta: float) -> datetime:
+        self.current += timedelta(**(delta or {"minutes": 1}))
+        return self.current
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def vault(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
+    v = Vault.init(tmp_path / "vault", author="tester", clock=clock)
+    yield v
+    v.close()
+
+
+@pytest.fixture
+def sample_vault(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
+    v = Vault.init(tmp_path / "sample", from_dir=SAMPLE, author="tester", clock=clock)
+    yield v
+    v.close()
+
+
+def git(root: Path, *args: str, check: bool = True) -> str:
+    """Run the real git CLI in ``root`` and return stdout."""
+    result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr}")
+    return result.stdout
+
+
+def snapshot(root: Path) -> tuple[str, dict[str, bytes]]:
+    """HEAD and every working-tree file outside .git: to assert 'nothing changed'."""
+    head = git(root, "rev-parse", "HEAD").strip()
+    files = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in names:
+            full = Path(folder) / name
+            files[full.relative_to(root).as_posix()] = full.read_bytes()
+    return head, files
+
+
+def assert_clean(root: Path) -> None:
+    """What a user would check in a shell: nothing pending, repository valid."""
+    assert git(root, "status", "--porcelain") == ""
+    fsck = subprocess.run(["git", "fsck", "--strict"], cwd=root, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+    assert "dangling" not in fsck.stdout + fsck.stderr
