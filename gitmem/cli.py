@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import click

@@ -99,7 +99,7 @@ class VaultConfig:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise StorageError(f"cannot read {CONFIG_NAME}: {exc}",
-                               hint=f"Fix the file or delete it to use the defaults.") from None
+                               hint="Fix the file or delete it to use the defaults.") from None
         if not isinstance(data, dict):
             raise InvalidMetadata(f"{CONFIG_NAME} must be a mapping of settings")
         return cls.from_dict(data)

@@ -1,0 +1,171 @@
+"""Reading memories: finding files, parsing them, resolving references, listing.
+
+Part of the :class:`~gitmem.vault.Vault` (a mixin, in its own module for size).
+Reading never takes the vault lock and never writes a memory file; it only
+refreshes the private catalog cache, re-parsing files whose size or mtime
+changed since it last looked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .catalog import FileRow
+from .errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound
+from .markdown import decode, parse_text
+from .paths import check_relpath, is_hidden_part
+from .schema import Memory, clean_metadata, derive
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .vault import Vault
+
+__all__ = ["ReadMixin"]
+
+
+class ReadMixin:
+    """Read methods of the Vault."""
+
+    def _disk_files(self: "Vault") -> dict[str, os.stat_result]:
+        """Every memory file in the tier folders -> its stat (no parsing)."""
+        found: dict[str, os.stat_result] = {}
+        for tier in self.config.tiers:
+            top = self.root / tier
+            if not top.is_dir():
+                continue
+            for folder, dirs, files in os.walk(top):
+                dirs[:] = [d for d in dirs if not is_hidden_part(d)]
+                rel_folder = Path(folder).relative_to(self.root).as_posix()
+                for name in files:
+                    if name.endswith(".md") and not name.startswith("."):
+                        full = os.path.join(folder, name)
+                        try:
+                            found[f"{rel_folder}/{name}"] = os.stat(full)
+                        except OSError:
+                            continue
+        return found
+
+    def _load_row(self: "Vault", path: str) -> tuple[str, dict[str, Any], str | None] | None:
+        try:
+            memory = self._read_file(path)
+        except FileNotFoundError:
+            return None
+        return memory.id, {k: v for k, v in memory.meta.items() if k != "id"}, \
+            "; ".join(memory.problems) or None
+
+    def _read_file(self: "Vault", path: str, data: bytes | None = None) -> Memory:
+        """Parse one memory file (from disk, or ``data``) without ever writing it."""
+        problems: list[str] = []
+        if data is None:
+            data = (self.root / path).read_bytes()
+        try:
+            text = decode(data)
+        except InvalidContent as exc:
+            text, problems = data.decode("utf-8", "replace").replace("\x00", ""), [exc.message]
+        parsed = parse_text(text)
+        if parsed.problem:
+            problems.append(parsed.problem)
+        meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers)
+        return Memory(path, meta, parsed.body, problems)
+
+    def scan(self: "Vault") -> tuple[list[str], list[str]]:
+        """Re-read changed files into the catalog; returns (changed, removed) paths."""
+        result = self.catalog.scan(self._disk_files(), self._load_row)
+        self._scanned = True
+        return result
+
+    def _ensure_scanned(self: "Vault") -> None:
+        if not self._scanned:
+            self.scan()
+
+    def _fresh_row(self: "Vault", row: FileRow) -> bool:
+        try:
+            st = os.stat(self.root / row.path)
+        except OSError:
+            return False
+        return self.catalog.stat_of(row.path) == (st.st_mtime_ns, st.st_size)
+
+    def _lookup(self: "Vault", ref: str) -> list[FileRow]:
+        ref = ref.strip()
+        if "/" in ref or "\\" in ref:
+            rel = check_relpath(ref)
+            row = self.catalog.row(rel)
+            return [row] if row else []
+        rows = self.catalog.by_id(ref)
+        if not rows and ref.endswith(".md"):
+            rows = self.catalog.by_stem(ref[:-3])
+        if not rows:
+            rows = self.catalog.by_stem(ref)
+        if not rows:
+            rows = self.catalog.by_title(ref)
+        if not rows and len(ref) >= 4 and all(c in "0123456789abcdef-" for c in ref.lower()):
+            rows = self.catalog.by_id_prefix(ref.lower())
+        return rows
+
+    def resolve(self: "Vault", ref: str) -> str:
+        """The path of the memory ``ref`` names: an id (or unique id prefix of
+        4+ characters), a vault-relative path, a file name (with or without
+        ``.md``) or an exact title (case-insensitive)."""
+        if not isinstance(ref, str) or not ref.strip():
+            raise InvalidInput("memory reference is empty", hint="Pass an id, path, file name or title.")
+        self._ensure_scanned()
+        rows = self._lookup(ref)
+        if not rows or not all(self._fresh_row(r) for r in rows):
+            self.scan()
+            rows = self._lookup(ref)
+        if not rows:
+            raise NotFound(f"no memory matches {ref!r}",
+                           hint="List memories with 'gitmem ls' or search with 'gitmem search'.")
+        if len(rows) > 1:
+            listing = ", ".join(f"{r.path} ({r.id[:8]})" for r in rows[:5])
+            raise AmbiguousReference(f"{ref!r} matches {len(rows)} memories: {listing}")
+        return rows[0].path
+
+    def get(self: "Vault", ref: str) -> Memory:
+        """Read one memory (see :meth:`resolve` for what ``ref`` may be)."""
+        path = self.resolve(ref)
+        try:
+            return self._read_file(path)
+        except FileNotFoundError:
+            raise NotFound(f"memory file {path} vanished while reading") from None
+
+    def exists(self: "Vault", ref: str) -> bool:
+        """True if ``ref`` names exactly one memory."""
+        try:
+            self.resolve(ref)
+        except (NotFound, AmbiguousReference):
+            return False
+        return True
+
+    def list(self: "Vault", *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
+             tags: str | Iterable[str] | None = None, status: str | Iterable[str] | None = "active",
+             scope: str | None = None, agent: str | None = None, limit: int | None = None) -> list[Memory]:
+        """Memories matching every given filter, newest ``updated`` first.
+
+        ``status`` defaults to ``"active"``; pass ``None`` for every status.
+        ``tags`` matches memories carrying all the given tags.  Bodies are not
+        loaded (``body`` is ""); use :meth:`get` for the full memory.
+        """
+        self.scan()
+        want = {k: _as_set(v) for k, v in (("tier", tier), ("type", type), ("status", status),
+                                            ("scope", scope), ("agent", agent)) if v is not None}
+        for key in ("tier", "type", "status", "scope"):
+            for value in want.get(key, ()):
+                clean_metadata({key: value}, tiers=self.config.tiers)  # raises on unknown values
+        need_tags = _as_set(tags) if tags else set()
+        out: list[Memory] = []
+        for row in self.catalog.all_rows():
+            meta = {"id": row.id, **row.meta}
+            if any(str(meta.get(k, "active" if k == "status" else "")) not in v for k, v in want.items()):
+                continue
+            if need_tags and not need_tags <= set(meta.get("tags") or []):
+                continue
+            out.append(Memory(row.path, meta, "", [row.problem] if row.problem else []))
+        out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)
+        return out[:limit] if limit else out
+
+
+
+def _as_set(value: str | Iterable[str]) -> set[str]:
+    return {value} if isinstance(value, str) else set(value)
