@@ -25,11 +25,12 @@ from typing import Any, Callable, Iterable, Iterator
 
 __all__ = ["Catalog", "FileRow", "Touch"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, id TEXT NOT NULL, stem_key TEXT NOT NULL, title_key TEXT NOT NULL,
-    mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, meta TEXT NOT NULL, problem TEXT
+    mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, meta TEXT NOT NULL, problem TEXT,
+    hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS files_id ON files(id);
 CREATE INDEX IF NOT EXISTS files_stem ON files(stem_key);
@@ -46,12 +47,13 @@ _ID_LINE = re.compile(rb"^id:[ \t]*['\"]?([^'\"\r\n#]+?)['\"]?[ \t]*$", re.MULTI
 
 @dataclass(frozen=True)
 class FileRow:
-    """A catalogued memory file."""
+    """A catalogued memory file (``hash`` is the git blob id of its bytes)."""
 
     path: str
     id: str
     meta: dict[str, Any]
     problem: str | None
+    hash: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,38 +120,38 @@ class Catalog:
 
     # ------------------------------------------------------------ files
     def put(self, path: str, memory_id: str, st: os.stat_result, meta: dict[str, Any],
-            problem: str | None) -> None:
+            problem: str | None, blob_hash: str) -> None:
         """Record (or replace) one file's row."""
         self.db.execute(
-            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, memory_id, stem_key(path), str(meta.get("title", "")).casefold(), st.st_mtime_ns, st.st_size,
-             json.dumps(meta, ensure_ascii=False, default=str), problem))
+            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (path, memory_id, stem_key(path), str(meta.get("title", "")).casefold(), st.st_mtime_ns,
+             st.st_size, json.dumps(meta, ensure_ascii=False, default=str), problem, blob_hash))
 
     def drop(self, paths: Iterable[str]) -> None:
         self.db.executemany("DELETE FROM files WHERE path=?", [(p,) for p in paths])
 
     def row(self, path: str) -> FileRow | None:
-        found = self.db.execute("SELECT path, id, meta, problem FROM files WHERE path=?",
+        found = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE path=?",
                                 (path,)).fetchone()
         return _row(found) if found else None
 
     def by_id(self, memory_id: str) -> list[FileRow]:
-        rows = self.db.execute("SELECT path, id, meta, problem FROM files WHERE id=?", (memory_id,))
+        rows = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE id=?", (memory_id,))
         return [_row(r) for r in rows]
 
     def by_id_prefix(self, prefix: str) -> list[FileRow]:
         rows = self.db.execute(
-            "SELECT path, id, meta, problem FROM files WHERE id >= ? AND id < ? LIMIT 10",
+            "SELECT path, id, meta, problem, hash FROM files WHERE id >= ? AND id < ? LIMIT 10",
             (prefix, prefix + "\U0010ffff"))
         return [_row(r) for r in rows]
 
     def by_stem(self, stem: str) -> list[FileRow]:
-        rows = self.db.execute("SELECT path, id, meta, problem FROM files WHERE stem_key=?",
+        rows = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE stem_key=?",
                                (stem.casefold(),))
         return [_row(r) for r in rows]
 
     def by_title(self, title: str) -> list[FileRow]:
-        rows = self.db.execute("SELECT path, id, meta, problem FROM files WHERE title_key=?",
+        rows = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE title_key=?",
                                (title.strip().casefold(),))
         return [_row(r) for r in rows]
 
@@ -162,18 +164,24 @@ class Catalog:
                                (stem.casefold(),)).fetchone() is not None
 
     def all_rows(self) -> Iterator[FileRow]:
-        for r in self.db.execute("SELECT path, id, meta, problem FROM files ORDER BY path"):
+        for r in self.db.execute("SELECT path, id, meta, problem, hash FROM files ORDER BY path"):
             yield _row(r)
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM files").fetchone()[0])
 
+    def hashes(self) -> dict[str, str]:
+        """Every catalogued path -> blob id of its content."""
+        return dict(self.db.execute("SELECT path, hash FROM files"))
+
     def scan(self, files: dict[str, os.stat_result],
-             load: Callable[[str], tuple[str, dict[str, Any], str | None] | None]) -> tuple[list[str], list[str]]:
+             load: Callable[[str], tuple[str, dict[str, Any], str | None, str] | None]
+             ) -> tuple[list[str], list[str]]:
         """Bring ``files`` rows in line with the working tree.
 
         ``files`` maps each memory path on disk to its stat; ``load(path)``
-        parses one file and returns (id, meta, problem) or None if it vanished.
+        parses one file and returns (id, meta, problem, blob id) or None if it
+        vanished.
         Returns (changed paths, removed paths).
         """
         known = {p: (m, s) for p, m, s in self.db.execute("SELECT path, mtime_ns, size FROM files")}
@@ -190,8 +198,8 @@ class Catalog:
                 if loaded is None:
                     self.drop([path])
                     continue
-                memory_id, meta, problem = loaded
-                self.put(path, memory_id, files[path], meta, problem)
+                memory_id, meta, problem, blob_hash = loaded
+                self.put(path, memory_id, files[path], meta, problem, blob_hash)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -239,5 +247,5 @@ class _Tx:
         self.db.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
-def _row(r: tuple[str, str, str, str | None]) -> FileRow:
-    return FileRow(r[0], r[1], json.loads(r[2]), r[3])
+def _row(r: tuple[str, str, str, str | None, str]) -> FileRow:
+    return FileRow(r[0], r[1], json.loads(r[2]), r[3], r[4])

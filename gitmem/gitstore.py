@@ -36,7 +36,7 @@ from dulwich.repo import Repo
 from .config import Identity
 from .errors import Conflict, NotAVault, RevisionNotFound, StorageError
 
-__all__ = ["GitStore", "FileChange", "CommitInfo", "atomic_write", "PathChange"]
+__all__ = ["GitStore", "FileChange", "CommitInfo", "atomic_write", "PathChange", "blob_id"]
 
 FILE_MODE = 0o100644
 BRANCH = b"refs/heads/main"
@@ -78,6 +78,11 @@ class PathChange:
     new_path: str | None
     old_sha: bytes | None
     new_sha: bytes | None
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id (hex) of ``data``, as ``git hash-object`` prints it."""
+    return Blob.from_string(data).id.decode()
 
 
 def atomic_write(path: Path, data: bytes) -> os.stat_result:

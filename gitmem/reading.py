@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .catalog import FileRow
+from .gitstore import blob_id
 from .errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound
 from .markdown import decode, parse_text
 from .paths import check_relpath, is_hidden_part
@@ -46,13 +47,16 @@ class ReadMixin:
                             continue
         return found
 
-    def _load_row(self: "Vault", path: str) -> tuple[str, dict[str, Any], str | None] | None:
+    def _load_row(self: "Vault", path: str, data: bytes | None = None
+                  ) -> tuple[str, dict[str, Any], str | None, str] | None:
+        """(id, meta without id, problem, blob id) of one file, for the catalog."""
         try:
-            memory = self._read_file(path)
-        except FileNotFoundError:
+            data = (self.root / path).read_bytes() if data is None else data
+        except (FileNotFoundError, IsADirectoryError):
             return None
-        return memory.id, {k: v for k, v in memory.meta.items() if k != "id"}, \
-            "; ".join(memory.problems) or None
+        memory = self._read_file(path, data)
+        return (memory.id, {k: v for k, v in memory.meta.items() if k != "id"},
+                "; ".join(memory.problems) or None, blob_id(data))
 
     def _read_file(self: "Vault", path: str, data: bytes | None = None) -> Memory:
         """Parse one memory file (from disk, or ``data``) without ever writing it."""

@@ -421,11 +421,9 @@ class Vault(ReadMixin, HistoryMixin):
                 if change.data is None:
                     self.catalog.drop([change.path])
                 else:
-                    loaded = self._read_file(change.path, change.data)
+                    memory_id, meta, problem, blob_hash = self._load_row(change.path, change.data)  # type: ignore[misc]
                     st = os.stat(self.root / change.path)
-                    self.catalog.put(change.path, loaded.id,
-                                     st, {k: v for k, v in loaded.meta.items() if k != "id"},
-                                     "; ".join(loaded.problems) or None)
+                    self.catalog.put(change.path, memory_id, st, meta, problem, blob_hash)
             tip = self.catalog.get("history_tip")
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.catalog.add_touches(sha.decode(), when, touched)
