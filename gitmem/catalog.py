@@ -175,16 +175,24 @@ class Catalog:
         return dict(self.db.execute("SELECT path, hash FROM files"))
 
     def scan(self, files: dict[str, os.stat_result],
-             load: Callable[[str], tuple[str, dict[str, Any], str | None, str] | None]
-             ) -> tuple[list[str], list[str]]:
+             load: Callable[[str], tuple[str, dict[str, Any], str | None, str] | None],
+             only: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
         """Bring ``files`` rows in line with the working tree.
 
         ``files`` maps each memory path on disk to its stat; ``load(path)``
         parses one file and returns (id, meta, problem, blob id) or None if it
-        vanished.
+        vanished.  ``only`` limits the comparison to those paths (``files``
+        then holds just the ones of them that exist).
         Returns (changed paths, removed paths).
         """
-        known = {p: (m, s) for p, m, s in self.db.execute("SELECT path, mtime_ns, size FROM files")}
+        if only is None:
+            known = {p: (m, s) for p, m, s in self.db.execute("SELECT path, mtime_ns, size FROM files")}
+        else:
+            known = {}
+            for p in only:
+                found = self.stat_of(p)
+                if found is not None:
+                    known[p] = found
         changed = [p for p, st in files.items()
                    if known.get(p) != (st.st_mtime_ns, st.st_size)]
         removed = [p for p in known if p not in files]

@@ -253,8 +253,12 @@ class GitStore:
 
     # ----------------------------------------------------------------- writing
     def commit_files(self, changes: Sequence[FileChange], message: str, author: Identity,
-                     when: float | None = None, committer: Identity | None = None) -> bytes:
+                     when: float | None = None, committer: Identity | None = None,
+                     write_worktree: bool = True) -> bytes:
         """Write ``changes`` to the working tree and commit them as one commit.
+
+        With ``write_worktree=False`` the files are committed as they are on
+        disk already (outside edits) and are not touched.
 
         Caller holds the vault lock.  Returns the new commit sha.  On any
         failure the working tree is restored and the error re-raised as
@@ -289,7 +293,11 @@ class GitStore:
         commit.message = message.encode("utf-8")
         store.add_object(commit)
 
-        backups = self._apply_to_worktree(changes)
+        if write_worktree:
+            backups = self._apply_to_worktree(changes)
+        else:
+            backups = [(self.root / c.path, None, _stat_or_none(self.root / c.path) if c.data is not None else None)
+                       for c in changes]
         try:
             ref = self.head_ref()
             reflog = f"commit: {message.splitlines()[0]}".encode("utf-8")
@@ -301,7 +309,8 @@ class GitStore:
                 raise Conflict("the vault's branch moved during the write (another git process?)",
                                hint="Retry; nothing was changed.")
         except BaseException as exc:
-            self._restore_worktree(backups)
+            if write_worktree:
+                self._restore_worktree(backups)
             if isinstance(exc, Conflict):
                 raise
             if isinstance(exc, OSError):
@@ -406,6 +415,13 @@ class GitStore:
             index.write()
         (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
         return fixed
+
+
+def _stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
 
 
 def _apply_tree_changes(store: object, tree: bytes | Tree,

@@ -79,6 +79,19 @@ class ReadMixin:
         self._scanned = True
         return result
 
+    def scan_paths(self: "Vault", paths: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Like :meth:`scan` for just these vault-relative paths."""
+        wanted = [p for p in paths if self._is_memory_path(p)]
+        present: dict[str, os.stat_result] = {}
+        for path in wanted:
+            full = self.root / path
+            try:
+                if full.is_file() and not full.is_symlink():
+                    present[path] = full.stat()
+            except OSError:
+                continue
+        return self.catalog.scan(present, self._load_row, only=wanted)
+
     def _ensure_scanned(self: "Vault") -> None:
         if not self._scanned:
             self.scan()

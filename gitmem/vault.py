@@ -23,6 +23,7 @@ from .errors import (Conflict, ContentTooLarge, GitmemError, InvalidContent,
                      NotFound, Protected)
 from .gitstore import FileChange, GitStore
 from .history import HistoryMixin
+from .indexing import IndexMixin
 from .reading import ReadMixin
 from .locking import VaultLock
 from .markdown import ParsedFile, decode, parse_text, render
@@ -62,7 +63,7 @@ def _close_all() -> None:  # pragma: no cover - exercised by CLI subprocess test
             pass
 
 
-class Vault(ReadMixin, HistoryMixin):
+class Vault(ReadMixin, HistoryMixin, IndexMixin):
     """A gitmem vault: a git repository of Markdown memories in tier folders.
 
     Open with :meth:`Vault.open` or create with :meth:`Vault.init`; use as a
@@ -89,6 +90,7 @@ class Vault(ReadMixin, HistoryMixin):
         self._scanned = False
         self._flush_timer: threading.Timer | None = None
         self._closed = False
+        self._search_index = None
         if (self.state_dir / "index-dirty").exists() and not self.git.index_pending:
             with self.lock.hold():
                 self.git.repair_index()  # a writer died before syncing .git/index
@@ -147,6 +149,8 @@ class Vault(ReadMixin, HistoryMixin):
             self._flush_timer.cancel()
         with self.lock.hold():
             self.git.flush_index()
+            if self._search_index is not None:
+                self._search_index.close()
         self.git.repo.close()
         self.catalog.close()
         _live_vaults.discard(self)
@@ -396,7 +400,7 @@ class Vault(ReadMixin, HistoryMixin):
 
     def _commit(self, changes: Sequence[FileChange], subject: str, op: str,
                 touched: Sequence[tuple[str, str | None, str]], *, author: Identity | None = None,
-                forced: bool = False) -> bytes:
+                forced: bool = False, body: str = "", write_worktree: bool = True) -> bytes:
         """Make one commit of ``changes`` and update the caches. Lock must be held."""
         who = author or self.author
         trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
@@ -404,11 +408,11 @@ class Vault(ReadMixin, HistoryMixin):
         if forced:
             subject += " (forced)"
             trailers.append("Forced: true")
-        message = f"{subject}\n\n" + "\n".join(trailers) + "\n"
+        message = f"{subject}\n\n" + (f"{body.rstrip()}\n\n" if body else "") + "\n".join(trailers) + "\n"
         with self.lock.hold():
             parent = self.git.head()
             when = self.clock().timestamp()
-            sha = self.git.commit_files(changes, message, who, when=when)
+            sha = self.git.commit_files(changes, message, who, when=when, write_worktree=write_worktree)
             self._after_commit(parent, sha, changes, touched, int(when))
         return sha
 
@@ -428,6 +432,7 @@ class Vault(ReadMixin, HistoryMixin):
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.catalog.add_touches(sha.decode(), when, touched)
                 self.catalog.set("history_tip", sha.decode())
+        self._index_changes(changes)
         self._schedule_index_flush()
 
     def _is_memory_path(self, path: str) -> bool:

@@ -1,0 +1,263 @@
+"""Keeping the search index in step with the vault, and searching it.
+
+Part of the :class:`~gitmem.vault.Vault` (a mixin).  The index (Whoosh, owned
+by :mod:`gitmem.search`) lives in ``.git/gitmem/index`` and is a cache of the
+files:
+
+* every Vault write updates it in the same operation, under the vault lock;
+* the first time a process opens it, it catches up with whatever changed
+  while nothing was watching (a ``git pull``, a commit from the git CLI, an
+  edit in Obsidian): every file is stat-ed (like ``git status``), only files
+  whose size or mtime changed are re-read, and only documents whose content
+  hash differs from the indexed one are re-indexed;
+* :meth:`IndexMixin.refresh` does the same for given paths (the watcher and
+  the git hooks call it);
+* :meth:`IndexMixin.reindex` rebuilds it from scratch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from .errors import InvalidInput
+from .gitstore import FileChange, blob_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .schema import Memory
+    from .search import IndexDoc, SearchIndex, SearchPage
+    from .vault import Vault
+
+__all__ = ["IndexMixin", "RefreshReport"]
+
+_WIKILINK = re.compile(r"\[\[([^\]|#\n]+)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]")
+_FILTER_KEYS = ("tier", "type", "tag", "scope", "agent", "status", "id", "created", "updated")
+
+
+@dataclass
+class RefreshReport:
+    """What a refresh found and did."""
+
+    indexed: list[str] = field(default_factory=list)   # paths (re)indexed
+    removed: list[str] = field(default_factory=list)   # paths dropped from the index
+    problems: dict[str, str] = field(default_factory=dict)  # path -> why its frontmatter is unusable
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"indexed": self.indexed, "removed": self.removed, "problems": self.problems}
+
+
+def wikilinks(body: str) -> list[str]:
+    """Targets of Obsidian ``[[links]]`` in a Markdown body, in order, unique."""
+    return list(dict.fromkeys(m.group(1).strip() for m in _WIKILINK.finditer(body)))
+
+
+class IndexMixin:
+    """Search-index methods of the Vault."""
+
+    _search_index: "SearchIndex | None" = None
+
+    # ------------------------------------------------------------- the index
+    @property
+    def index(self: "Vault") -> "SearchIndex":
+        """The search index, opened (and caught up with the files) on first use."""
+        if self._search_index is None:
+            from .search import SearchIndex
+            with self.lock.hold():
+                if self._search_index is None:
+                    index = SearchIndex(self.state_dir / "index")
+                    self._search_index = index
+                    if index.needs_rebuild:
+                        self._rebuild(index)
+                    else:
+                        self._catch_up(index)
+        return self._search_index
+
+    def _doc(self: "Vault", memory: "Memory", blob_hash: str) -> "IndexDoc":
+        from .search import IndexDoc
+        meta = memory.meta
+        links = wikilinks(memory.body) + [r["id"] for r in meta.get("related", []) if isinstance(r, dict)]
+        links += [str(meta[k]) for k in ("supersedes", "superseded_by", "archived_into", "merged_into")
+                  if meta.get(k)]
+        return IndexDoc(
+            path=memory.path, id=memory.id, title=memory.title, body=memory.body, hash=blob_hash,
+            tags=[str(t) for t in meta.get("tags", []) if t is not None] if isinstance(meta.get("tags"), list) else [],
+            type=str(meta.get("type", "memory")), tier=memory.tier, status=str(meta.get("status", "active")),
+            scope=_opt(meta.get("scope")), agent=_opt(meta.get("agent")),
+            entities=[str(e) for e in meta.get("entities", [])] if isinstance(meta.get("entities"), list) else [],
+            links=links, importance=memory.importance if isinstance(meta.get("importance", 3), int) else 3,
+            created=_opt(meta.get("created")), updated=_opt(meta.get("updated")), source=_opt(meta.get("source")))
+
+    def _docs_for(self: "Vault", paths: Iterable[str]) -> Iterator["IndexDoc"]:
+        for path in paths:
+            try:
+                data = (self.root / path).read_bytes()
+            except (FileNotFoundError, IsADirectoryError, PermissionError):
+                continue
+            yield self._doc(self._read_file(path, data), blob_id(data))
+
+    def _rebuild(self: "Vault", index: "SearchIndex",
+                 progress: Callable[[int], None] | None = None) -> int:
+        self.scan()
+        count = index.rebuild(self._docs_for(row.path for row in self.catalog.all_rows()), progress)
+        head = self.git.head()
+        index.set_state("commit", head.decode() if head else "")
+        return count
+
+    def _catch_up(self: "Vault", index: "SearchIndex") -> RefreshReport:
+        """Re-index what differs between the files and the index (lock held)."""
+        self.scan()
+        on_disk = self.catalog.hashes()
+        indexed = index.indexed()
+        report = RefreshReport(
+            indexed=sorted(p for p, h in on_disk.items() if indexed.get(p) != h),
+            removed=sorted(p for p in indexed if p not in on_disk))
+        if report.removed:
+            index.delete(report.removed)
+        if report.indexed:
+            index.upsert(list(self._docs_for(report.indexed)))
+        head = self.git.head()
+        index.set_state("commit", head.decode() if head else "")
+        return report
+
+    def _index_changes(self: "Vault", changes: Sequence[FileChange]) -> None:
+        """Index the memory files of a commit this Vault just made (lock held)."""
+        if self._search_index is None and not (self.state_dir / "index").exists():
+            return  # no index yet: it is built from the files on first use
+        index = self.index
+        gone = [c.path for c in changes if c.data is None and self._is_memory_path(c.path)]
+        docs = [self._doc(self._read_file(c.path, c.data), blob_id(c.data))
+                for c in changes if c.data is not None and self._is_memory_path(c.path)]
+        if gone:
+            index.delete(gone)
+        if docs:
+            index.upsert(docs)
+
+    # ----------------------------------------------------------- front doors
+    def refresh(self: "Vault", paths: Iterable[str] | None = None) -> RefreshReport:
+        """Bring the catalog and the search index up to date with the files.
+
+        ``paths`` (vault-relative) limits the work to those files, as the
+        watcher does; None checks the whole vault (cheap when little changed).
+        """
+        with self.lock.hold():
+            if paths is None:
+                report = self._catch_up(self.index)
+            else:
+                wanted = sorted({p for p in paths if self._is_memory_path(p)})
+                changed, removed = self.scan_paths(wanted)
+                index = self.index
+                indexed = index.indexed()
+                hashes = self.catalog.hashes()
+                report = RefreshReport(
+                    indexed=[p for p in wanted if p in hashes and indexed.get(p) != hashes[p]],
+                    removed=[p for p in wanted if p not in hashes and p in indexed])
+                if report.removed:
+                    index.delete(report.removed)
+                if report.indexed:
+                    index.upsert(list(self._docs_for(report.indexed)))
+            for path in report.indexed:
+                row = self.catalog.row(path)
+                if row is not None and row.problem:
+                    report.problems[path] = row.problem
+        return report
+
+    def reindex(self: "Vault", progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild the search index from the files; returns the number of memories."""
+        from .search import SearchIndex
+        with self.lock.hold():
+            index = self._search_index or SearchIndex(self.state_dir / "index")
+            self._search_index = index
+            return self._rebuild(index, progress)
+
+    def search(self: "Vault", query: str, *, limit: int = 10, offset: int = 0,
+               include_inactive: bool = False, **filters: str | Sequence[str] | None) -> "SearchPage":
+        """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters).
+
+        ``filters``: ``tier``, ``type``, ``tag``, ``scope``, ``agent``,
+        ``status``, ``id``, ``created``/``updated`` (``">2026-01-01"``,
+        ``"2026-01-01..2026-03-31"``).  Archived, deleted and superseded
+        memories are left out unless ``include_inactive`` or a ``status``
+        filter asks for them.
+        """
+        if not isinstance(query, str):
+            raise InvalidInput("query must be text")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidInput("limit must be an integer from 1 to 1000")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput("offset must be a non-negative integer")
+        unknown = sorted(set(filters) - set(_FILTER_KEYS))
+        if unknown:
+            raise InvalidInput(f"unknown search filter(s): {', '.join(unknown)}",
+                               hint=f"Filters: {', '.join(_FILTER_KEYS)}")
+        clean: Mapping[str, str | Sequence[str]] = {k: v for k, v in filters.items() if v not in (None, "", [], ())}
+        return self.index.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
+                                 filters=clean or None)
+
+    # ------------------------------------------------------- outside edits
+    def outside_changes(self: "Vault", paths: Iterable[str] | None = None) -> list[FileChange]:
+        """Memory files whose content differs from HEAD (edited outside gitmem)."""
+        if paths is None:
+            self.scan()
+            head_files = {p: s.decode() for p, s in self.git.list_tree(self.git.head()).items()
+                          if self._is_memory_path(p)}
+            candidates = set(head_files) | set(self.catalog.hashes())
+        else:
+            candidates = {p for p in paths if self._is_memory_path(p)}
+            self.scan_paths(sorted(candidates))
+            head = self.git.head()
+            head_files = {}
+            for p in candidates:
+                sha = self.git.blob_sha_at(head, p)
+                if sha is not None:
+                    head_files[p] = sha.decode()
+        hashes = self.catalog.hashes()
+        changes = []
+        for path in sorted(candidates):
+            if path in hashes and hashes[path] != head_files.get(path):
+                try:
+                    changes.append(FileChange(path, (self.root / path).read_bytes()))
+                except FileNotFoundError:
+                    changes.append(FileChange(path, None))
+            elif path not in hashes and path in head_files and not (self.root / path).exists():
+                changes.append(FileChange(path, None))
+        return changes
+
+    def commit_outside_edits(self: "Vault", paths: Iterable[str] | None = None,
+                             author: Any = None) -> str | None:
+        """Commit memory files edited outside gitmem, as one commit authored by
+        the vault's ``user`` (from ``.gitmem.yaml``); the files are not touched.
+
+        Returns the commit id, or None when nothing differs from HEAD.
+        """
+        with self.lock.hold():
+            changes = self.outside_changes(paths)
+            if not changes:
+                return None
+            touched = []
+            for change in changes:
+                if change.data is None:
+                    prior = self.git.read_at(self.git.head(), change.path) or b""
+                    from .catalog import id_from_blob
+                    from .schema import path_id
+                    touched.append((id_from_blob(prior) or path_id(change.path), None, "edit"))
+                else:
+                    touched.append((self._read_file(change.path, change.data).id, change.path, "edit"))
+            if len(changes) == 1:
+                only = changes[0]
+                what = self._read_file(only.path, only.data).title if only.data is not None else only.path
+                subject = f"edit: {what}" + (" (removed)" if only.data is None else "")
+            else:
+                subject = f"edit: {len(changes)} memories changed outside gitmem"
+            head = self.git.head()
+            listing = "\n".join(
+                f"{'D' if c.data is None else ('M' if self.git.blob_sha_at(head, c.path) else 'A')} {c.path}"
+                for c in changes)
+            who = self._author(author) if author else self.config.user
+            sha = self._commit(changes, subject, "edit", touched, author=who, body=listing,
+                               write_worktree=False)
+        return sha.decode()
+
+
+def _opt(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
