@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import click
@@ -391,6 +392,104 @@ def restore(ctx: click.Context, ref: str, rev: str, force: bool, as_json: bool) 
     vault = open_vault(ctx)
     memory = vault.restore(ref, rev, force=force)
     emit(memory.to_dict(), as_json, lambda: f"restored {_short(memory)}  {memory.path}{_commit_note(memory)}")
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 1000), help="How many results.")
+@click.option("--offset", default=0, type=click.IntRange(0), help="Skip this many results (paging).")
+@click.option("--tier", help="Only this tier.")
+@click.option("--type", "mtype", help="Only this type.")
+@click.option("--tag", help="Only memories with this tag.")
+@click.option("--scope", help="Only this scope.")
+@click.option("--agent", help="Only memories written by this agent.")
+@click.option("--status", help="Only this status (also finds archived/deleted/superseded).")
+@click.option("--all", "include_inactive", is_flag=True, help="Include archived, deleted and superseded memories.")
+@json_option
+@click.pass_context
+def search(ctx: click.Context, query: str, limit: int, offset: int, tier: str | None, mtype: str | None,
+           tag: str | None, scope: str | None, agent: str | None, status: str | None,
+           include_inactive: bool, as_json: bool) -> None:
+    """Full-text search (BM25 with stemming).
+
+    \b
+    Syntax: words, "exact phrase", AND / OR / NOT, prefix*, field filters
+    tier: type: tag: scope: agent: status: id:, dates created:>2026-01-01,
+    updated:2026-01-01..2026-03-31. A plain question works as is.
+
+    \b
+    Examples:
+      gitmem search "dbt backfill"
+      gitmem search 'deploy AND NOT staging type:rule'
+      gitmem search "running" --tier long_term --json
+    """
+    vault = open_vault(ctx)
+    page = vault.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
+                        tier=tier, type=mtype, tag=tag, scope=scope, agent=agent, status=status)
+    emit(page.to_dict(), as_json, lambda: _hits(page))
+
+
+def _hits(page: Any) -> str:
+    lines = []
+    for hit in page.hits:
+        lines.append(f"{hit.score:6.2f}  {hit.id[:8]}  {hit.tier:<10}  {hit.type:<11}  {hit.title}")
+        if hit.snippet:
+            lines.append(f"        {hit.snippet}")
+    shown = f"{len(page.hits)} of {page.total} result(s)" if page.total else "no results"
+    if page.suggestion:
+        shown += f"; did you mean: {page.suggestion}"
+    lines.append(shown)
+    return "\n".join(lines)
+
+
+@cli.command()
+@json_option
+@click.pass_context
+def reindex(ctx: click.Context, as_json: bool) -> None:
+    """Rebuild the search index from the files (it is a cache; nothing is lost).
+
+    \b
+    Example:
+      gitmem reindex
+    """
+    vault = open_vault(ctx)
+    total = len(vault._disk_files())
+    if as_json or not sys.stderr.isatty():
+        count = vault.reindex()
+    else:
+        with click.progressbar(length=total, label="indexing", file=sys.stderr) as bar:
+            count = vault.reindex(progress=lambda n: bar.update(n - bar.pos))
+    emit({"indexed": count}, as_json, f"indexed {count} memories")
+
+
+@cli.command()
+@click.option("--repair", is_flag=True, help="Fix what can be fixed from git: search index, .git/index, temp files.")
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Check the vault: frontmatter, metadata, search index, uncommitted edits,
+    .git/index, temp files, repository integrity. Exit 1 if a check fails.
+
+    \b
+    Example:
+      gitmem doctor --repair
+    """
+    from .doctor import diagnose
+    vault = open_vault(ctx)
+    findings = diagnose(vault, repair=repair)
+    unresolved = [f for f in findings if not f.ok and not f.repaired]
+
+    def text() -> str:
+        lines = []
+        for f in findings:
+            mark = "ok  " if f.ok else ("fixed" if f.repaired else "FAIL")
+            lines.append(f"{mark:<5} {f.check:<12} {f.summary}")
+            lines += [f"      {p}: {f.details[p]}" if p in f.details else f"      {p}" for p in f.paths[:20]]
+        return "\n".join(lines)
+
+    emit({"ok": not unresolved, "findings": [f.to_dict() for f in findings]}, as_json, text)
+    if unresolved:
+        ctx.exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:

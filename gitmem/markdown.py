@@ -91,7 +91,8 @@ class GitmemYAMLHandler(frontmatter.YAMLHandler):
             raise
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark
-            where = f" at line {mark.line + 2}" if mark is not None else ""
+            # fm starts with the newline after the opening ---, so its line N is file line N + 1
+            where = f" at line {mark.line + 1}" if mark is not None else ""
             raise InvalidFrontmatter(f"frontmatter is not valid YAML{where}: {exc.problem}") from None
         except (yaml.YAMLError, RecursionError, ValueError) as exc:
             raise InvalidFrontmatter(f"frontmatter is not valid YAML: {exc}") from None

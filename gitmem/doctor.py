@@ -1,0 +1,180 @@
+"""``gitmem doctor``: check a vault's health, and repair what git can repair.
+
+Checks (each a :class:`Finding`):
+
+* ``frontmatter``: memory files whose frontmatter cannot be parsed or is not
+  UTF-8 (they stay readable as plain Markdown; gitmem never rewrites them);
+* ``metadata``: parsed frontmatter with invalid values (unknown type, a tier
+  that disagrees with the folder, ...); duplicate ids;
+* ``index``: search-index entries missing, stale or left over;
+* ``worktree``: memory files changed on disk but not committed;
+* ``git-index``: ``.git/index`` out of step with HEAD (``git status`` noise);
+* ``temp-files``: temp files left by an interrupted write;
+* ``fsck``: repository integrity (``git fsck`` when git is installed, else a
+  dulwich check of every object reachable from HEAD).
+
+``repair=True`` fixes: the search index (re-index the differing files),
+``.git/index``, and leftover temp files.  It never edits a memory file and
+never rewrites history; it says what it did.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInput
+from .schema import clean_metadata
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .vault import Vault
+
+__all__ = ["Finding", "diagnose"]
+
+
+@dataclass
+class Finding:
+    """The result of one check."""
+
+    check: str
+    ok: bool
+    summary: str
+    paths: list[str] = field(default_factory=list)
+    details: dict[str, str] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"check": self.check, "ok": self.ok, "summary": self.summary}
+        if self.paths:
+            out["paths"] = self.paths
+        if self.details:
+            out["details"] = self.details
+        if self.repaired:
+            out["repaired"] = self.repaired
+        return out
+
+
+def diagnose(vault: "Vault", *, repair: bool = False) -> list[Finding]:
+    """Run every check (and optional repairs); returns the findings in order."""
+    with vault.lock.hold():
+        vault.scan()
+        return [_frontmatter(vault), _metadata(vault), _index(vault, repair), _worktree(vault),
+                _git_index(vault, repair), _temp_files(vault, repair), _fsck(vault)]
+
+
+def _frontmatter(vault: "Vault") -> Finding:
+    bad = {row.path: row.problem for row in vault.catalog.all_rows() if row.problem}
+    return Finding("frontmatter", not bad,
+                   f"{len(bad)} file(s) with unparseable frontmatter (indexed as plain Markdown)"
+                   if bad else "all frontmatter parses", sorted(bad), bad)
+
+
+def _metadata(vault: "Vault") -> Finding:
+    details: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for row in vault.catalog.all_rows():
+        if row.problem:
+            continue
+        data = vault._read_file(row.path)
+        raw = {k: v for k, v in data.meta.items()}
+        try:
+            clean_metadata(raw, tiers=vault.config.tiers)
+        except InvalidInput as exc:
+            details[row.path] = exc.message
+        from .markdown import parse_text
+        written_tier = parse_text((vault.root / row.path).read_text("utf-8", "replace")).meta.get("tier")
+        if written_tier and written_tier != data.tier:
+            details.setdefault(row.path, f"frontmatter says tier {written_tier!r} but the file is in {data.tier}/")
+        if row.id in seen:
+            details[row.path] = f"duplicate id {row.id} (also in {seen[row.id]})"
+        seen.setdefault(row.id, row.path)
+    return Finding("metadata", not details,
+                   f"{len(details)} file(s) with invalid metadata" if details else "metadata is valid",
+                   sorted(details), details)
+
+
+def _index(vault: "Vault", repair: bool) -> Finding:
+    index = vault.index  # opening catches up; so compare again to report what is still off
+    on_disk = vault.catalog.hashes()
+    indexed = index.indexed()
+    missing = sorted(p for p in on_disk if p not in indexed)
+    stale = sorted(p for p in on_disk if p in indexed and indexed[p] != on_disk[p])
+    extra = sorted(p for p in indexed if p not in on_disk)
+    details = {**{p: "not indexed" for p in missing}, **{p: "indexed content is stale" for p in stale},
+               **{p: "indexed but no such file" for p in extra}}
+    finding = Finding("index", not details,
+                      f"{len(details)} search-index entr(y/ies) out of date" if details
+                      else f"search index matches the files ({len(on_disk)} memories)",
+                      sorted(details), details)
+    if details and repair:
+        report = vault.refresh()
+        finding.repaired = report.indexed + report.removed
+    return finding
+
+
+def _worktree(vault: "Vault") -> Finding:
+    changes = vault.outside_changes()
+    paths = [c.path for c in changes]
+    return Finding("worktree", not paths,
+                   f"{len(paths)} memory file(s) changed but not committed "
+                   "(gitmem watch commits them, or run git commit)" if paths else "no uncommitted memory changes",
+                   paths)
+
+
+def _git_index(vault: "Vault", repair: bool) -> Finding:
+    vault.git.flush_index()
+    head_files = vault.git.list_tree(vault.git.head())
+    index = vault.git.repo.open_index()
+    off = sorted(path for path, sha in head_files.items()
+                 if path.encode() not in index or index[path.encode()].sha != sha)
+    finding = Finding("git-index", not off,
+                      f".git/index disagrees with HEAD for {len(off)} file(s) (git status shows them)"
+                      if off else ".git/index matches HEAD", off)
+    if off and repair:
+        finding.repaired = vault.git.repair_index()
+    return finding
+
+
+def _temp_files(vault: "Vault", repair: bool) -> Finding:
+    leftovers = []
+    for folder, dirs, files in os.walk(vault.root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        leftovers += [os.path.relpath(os.path.join(folder, f), vault.root)
+                      for f in files if ".gitmem-tmp-" in f]
+    finding = Finding("temp-files", not leftovers,
+                      f"{len(leftovers)} temp file(s) from interrupted writes" if leftovers else "no leftover temp files",
+                      sorted(leftovers))
+    if leftovers and repair:
+        for rel in leftovers:
+            (vault.root / rel).unlink(missing_ok=True)
+        finding.repaired = sorted(leftovers)
+    return finding
+
+
+def _fsck(vault: "Vault") -> Finding:
+    git = shutil.which("git")
+    if git:
+        result = subprocess.run([git, "fsck", "--no-progress", "--no-dangling"], cwd=vault.root,
+                                capture_output=True, text=True, check=False)
+        text = (result.stdout + result.stderr).strip()
+        return Finding("fsck", result.returncode == 0 and not text,
+                       "git fsck: repository is valid" if result.returncode == 0 and not text
+                       else f"git fsck reported problems: {text[:500]}")
+    problems = []
+    head = vault.git.head()
+    if head is not None:
+        store = vault.git.repo.object_store
+        for sha in vault.git.walk_new(None, head):
+            commit = vault.git.commit(sha)
+            try:
+                commit.check()
+                for entry in store.iter_tree_contents(commit.tree):
+                    store[entry.sha].check()
+            except Exception as exc:  # noqa: BLE001 - any corruption is a finding
+                problems.append(f"{sha.decode()[:8]}: {exc}")
+                break
+    return Finding("fsck", not problems, "objects reachable from HEAD are valid (dulwich check)"
+                   if not problems else f"corrupt objects: {'; '.join(problems)}")
