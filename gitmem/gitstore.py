@@ -385,6 +385,29 @@ class GitStore:
             return
         (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
 
+    def loose_objects_estimate(self) -> int:
+        """Roughly how many loose objects there are (git's own gc.auto estimate:
+        the count in ``objects/17`` times 256)."""
+        try:
+            return len(os.listdir(self.git_dir / "objects" / "17")) * 256
+        except OSError:
+            return 0
+
+    def pack_if_needed(self, threshold: int = 1500) -> int:
+        """Pack loose objects once there are about ``threshold`` of them.
+
+        Each commit adds ~6 loose objects (4 KiB of disk each); left alone,
+        git's ``gc.auto`` (6,700) would start a background gc in the user's
+        shell.  The pack is fsynced before the loose copies are removed.
+        Returns the number of objects packed (caller holds the vault lock).
+        """
+        if self.loose_objects_estimate() < threshold:
+            return 0
+        try:
+            return int(self.repo.object_store.pack_loose_objects())
+        except OSError:
+            return 0  # e.g. a concurrent `git gc` packed them first: nothing is lost
+
     def repair_index(self) -> list[str]:
         """Make ``.git/index`` match HEAD for every file whose content matches HEAD.
 

@@ -120,17 +120,35 @@ class ReadMixin:
             rows = self.catalog.by_id_prefix(ref.lower())
         return rows
 
+    def _fast_lookup(self: "Vault", ref: str) -> list[FileRow] | None:
+        """An exact id or path found in the catalog, if the file is unchanged.
+
+        Skips the full working-tree scan (~80 ms at 10k files) that other
+        references need; ids are unique, so a fresh hit cannot be ambiguous.
+        """
+        ref = ref.strip()
+        if "/" in ref:
+            row = self.catalog.row(check_relpath(ref))
+            rows = [row] if row else []
+        else:
+            rows = self.catalog.by_id(ref)
+        if len(rows) == 1 and self._fresh_row(rows[0]):
+            return rows
+        return None
+
     def resolve(self: "Vault", ref: str) -> str:
         """The path of the memory ``ref`` names: an id (or unique id prefix of
         4+ characters), a vault-relative path, a file name (with or without
         ``.md``) or an exact title (case-insensitive)."""
         if not isinstance(ref, str) or not ref.strip():
             raise InvalidInput("memory reference is empty", hint="Pass an id, path, file name or title.")
-        self._ensure_scanned()
-        rows = self._lookup(ref)
-        if not rows or not all(self._fresh_row(r) for r in rows):
-            self.scan()
+        rows = self._fast_lookup(ref)
+        if rows is None:
+            self._ensure_scanned()
             rows = self._lookup(ref)
+            if not rows or not all(self._fresh_row(r) for r in rows):
+                self.scan()
+                rows = self._lookup(ref)
         if not rows:
             raise NotFound(f"no memory matches {ref!r}",
                            hint="List memories with 'gitmem ls' or search with 'gitmem search'.")

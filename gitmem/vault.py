@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .catalog import Catalog
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
-from .errors import (Conflict, ContentTooLarge, GitmemError, InvalidContent,
+from .errors import (Conflict, ContentTooLarge, InvalidContent,
                      InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
                      NotFound, Protected)
 from .gitstore import FileChange, GitStore
@@ -149,6 +149,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
             self._flush_timer.cancel()
         with self.lock.hold():
             self.git.flush_index()
+            self.git.pack_if_needed()
             if self._search_index is not None:
                 self._search_index.close()
         self.git.repo.close()
@@ -454,8 +455,9 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
         try:
             with self.lock.hold():
                 self.git.flush_index()
-        except GitmemError:
-            pass  # busy: the next write or close() flushes
+                self.git.pack_if_needed()
+        except Exception:  # noqa: BLE001 - best effort in a timer thread; close() retries
+            pass
 
 
 def _read_or(folder: Path | None, name: str, default: bytes) -> bytes:

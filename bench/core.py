@@ -1,0 +1,439 @@
+"""Vault-core benchmark: write/read latency of gitmem's git layer at 1k and 10k memories.
+
+Usage (prints one JSON document on stdout, progress on stderr)::
+
+    python bench/core.py [--sizes 1000,10000] [--samples 200] [--out FILE]
+                         [--populate add|bulk] [--min-commits 5000] [--profile]
+
+For each size N a fresh vault (in a temporary folder) is populated with N generated
+memories, then it measures: create and update latency, bytes added to ``.git`` per
+write, ``history(id)`` (cold and warm) against ``git log --follow``, and the git CLI
+doing the same create (``git add`` + ``git commit``) in a copy of the vault.  Once per
+run: ``import gitmem`` / ``import gitmem.vault`` time and ``gitmem --help`` wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import os
+import pstats
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import log, machine_info, summary_ms, timed  # noqa: E402
+from gitmem.gitstore import FileChange  # noqa: E402
+from gitmem.paths import memory_relpath, slugify  # noqa: E402
+from gitmem.schema import clean_metadata, new_id, ordered  # noqa: E402
+from gitmem.vault import Vault  # noqa: E402
+
+AUTHOR = "bench-agent <bench@gitmem.local>"
+LIVE_TIERS = ("short_term", "mid_term", "long_term")
+TYPES = ("memory", "episodic", "semantic", "procedural", "fact", "preference", "skill", "task",
+         "correction", "goal", "rule", "constraint")
+PROTECTED = {"goal", "rule", "constraint"}
+TARGETS = {"create_p50_ms": 15.0, "history_ms": 50.0, "import_gitmem_ms": 150.0}
+GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@gitmem.local",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@gitmem.local"}
+ADJ = """quick stable legacy nightly shared remote local flaky strict verbose minimal urgent weekly
+internal public cached async typed secure noisy default custom preferred broken deprecated
+experimental manual automatic careful detailed concise recurring pending critical""".split()
+NOUN = """deploy pipeline database migration schema token budget user report dashboard invoice
+meeting review branch release cluster query cache index backup server client roadmap sprint
+customer contract dataset model prompt agent tool memory config secret vault laptop editor
+terminal theme shortcut calendar reminder email thread ticket incident alert metric log trace
+api endpoint webhook queue worker scheduler cron container image registry package dependency
+license test fixture benchmark profile budget hotel flight trip recipe garden invoice""".split()
+VERB = """prefers avoids needs expects reviews deploys schedules rotates archives tracks rejects
+approves migrates documents caches retries escalates summarises benchmarks refactors pins
+monitors batches validates""".split()
+NAMES = "Alice Bob Priya Chen Omar Lucia Kenji Fatima Sven Amara Diego Yuki".split()
+TAGS = """work personal infra python rust frontend backend ops security finance travel health
+family reading music research writing ml data devops testing docs design meeting followup
+urgent idea bug decision lesson howto""".split()
+
+
+class Generator:
+    """Deterministic generator of realistic memories (title, Markdown body, tags, type, tier)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def title(self) -> str:
+        r = self.rng
+        return (f"{r.choice(NAMES)} {r.choice(VERB)} {r.choice(ADJ)} {r.choice(NOUN)} "
+                f"for the {r.choice(NOUN)} {r.choice(NOUN)}")
+
+    def sentence(self) -> str:
+        r = self.rng
+        words = [r.choice(ADJ + NOUN + VERB) for _ in range(r.randint(6, 18))]
+        if r.random() < 0.3:
+            words.insert(r.randrange(len(words)), r.choice(NAMES))
+        if r.random() < 0.15:
+            words.insert(r.randrange(len(words)), f"`{r.choice(NOUN)}_{r.choice(NOUN)}()`")
+        if r.random() < 0.15:
+            words.append(f"on 2026-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}")
+        return " ".join(words).capitalize() + r.choice(".....!?")
+
+    def body(self, title: str) -> str:
+        """Markdown of 0.3-5 KB (log-uniform): heading, paragraphs, a bullet list, sections."""
+        r = self.rng
+        target = math.exp(r.uniform(math.log(300), math.log(5000)))
+        parts = [f"# {title}", " ".join(self.sentence() for _ in range(r.randint(1, 3)))]
+        parts.append("\n".join(f"- {self.sentence()}" for _ in range(r.randint(2, 5))))
+        while sum(len(p) + 2 for p in parts) < target:
+            if r.random() < 0.3:
+                parts.append(f"## {r.choice(['Context', 'Details', 'Decision', 'Follow-up', 'Notes'])}")
+            parts.append(" ".join(self.sentence() for _ in range(r.randint(2, 6))))
+        return "\n\n".join(parts)[: int(target) + 200].rstrip() + "\n"
+
+    def spec(self) -> dict[str, Any]:
+        """Arguments for ``Vault.add``."""
+        title = self.title()
+        return {"title": title, "body": self.body(title), "type": self.rng.choice(TYPES),
+                "tier": self.rng.choice(LIVE_TIERS), "tags": self.rng.sample(TAGS, self.rng.randint(1, 4))}
+
+
+def objects_bytes(git_dir: Path) -> tuple[int, int, int]:
+    """(apparent bytes, allocated bytes, file count) of everything under ``.git/objects``."""
+    apparent = allocated = count = 0
+    for folder, _, files in os.walk(git_dir / "objects"):
+        for name in files:
+            st = os.stat(os.path.join(folder, name))
+            apparent, allocated, count = apparent + st.st_size, allocated + st.st_blocks * 512, count + 1
+    return apparent, allocated, count
+
+
+def git(root: Path, *args: str) -> str:
+    """Run a git CLI command in ``root`` (auto-gc off, fixed identity); return stdout."""
+    return subprocess.run(["git", "-c", "gc.auto=0", *args], cwd=root, env={**os.environ, **GIT_ENV},
+                          check=True, capture_output=True, text=True).stdout
+
+
+def populate_add(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """N memories through ``vault.add`` (one commit each); returns ([(id, type)], stats)."""
+    ids: list[tuple[str, str]] = []
+    lat: list[float] = []
+    sizes: list[int] = []
+    start = time.perf_counter()
+    for i in range(n):
+        spec = gen.spec()
+        dt, mem = timed(lambda: vault.add(**spec))
+        lat.append(dt)
+        ids.append((mem.id, spec["type"]))
+        sizes.append((vault.root / mem.path).stat().st_size)
+        if (i + 1) % 1000 == 0:
+            log(f"  populated {i + 1}/{n} ({(i + 1) / (time.perf_counter() - start):.0f}/s)")
+    seconds = time.perf_counter() - start
+    last = lat[-max(1, n // 10):]
+    return ids, {"mode": "add (one commit per memory)", "seconds": round(seconds, 2),
+                 "memories_per_s": round(n / seconds, 1), "avg_file_bytes": round(statistics.fmean(sizes)),
+                 "add_latency_all": summary_ms(lat), "add_latency_last_10pct": summary_ms(last)}
+
+
+def populate_bulk(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """N memories as ONE commit via ``GitStore.commit_files``, then ``scan`` + ``sync_history``."""
+    changes, ids, sizes = [], [], []
+    start = time.perf_counter()
+    now = vault.now()
+    for i in range(n):
+        spec = gen.spec()
+        mid = new_id()
+        meta = ordered(clean_metadata({"id": mid, "title": spec["title"], "type": spec["type"],
+                                       "tier": spec["tier"], "status": "active", "tags": spec["tags"],
+                                       "created": now, "updated": now, "agent": vault.author.name},
+                                      tiers=vault.config.tiers))
+        data = vault._render(meta, spec["body"])  # noqa: SLF001 - same bytes vault.add writes
+        changes.append(FileChange(memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}"), data))
+        ids.append((mid, spec["type"]))
+        sizes.append(len(data))
+    with vault.lock.hold():
+        vault.git.commit_files(changes, f"bench: bulk populate {n} memories", vault.author)
+    vault.scan()
+    vault.sync_history()
+    seconds = time.perf_counter() - start
+    return ids, {"mode": "bulk (one commit via GitStore.commit_files, then scan + sync_history)",
+                 "seconds": round(seconds, 2), "memories_per_s": round(n / seconds, 1),
+                 "avg_file_bytes": round(statistics.fmean(sizes))}
+
+
+def bench_create(vault: Vault, gen: Generator, samples: int) -> dict[str, Any]:
+    """``vault.add`` latency and the bytes each create adds under .git/objects."""
+    vault.flush()  # sync .git/index now so the lazy flush never fires mid-measurement
+    before = objects_bytes(vault.git.git_dir)
+    lat, sizes = [], []
+    for _ in range(samples):
+        spec = gen.spec()
+        dt, mem = timed(lambda: vault.add(**spec))
+        lat.append(dt)
+        sizes.append((vault.root / mem.path).stat().st_size)
+    after = objects_bytes(vault.git.git_dir)
+    avg_file = statistics.fmean(sizes)
+    per_apparent = (after[0] - before[0]) / samples
+    return {"latency": summary_ms(lat),
+            "note": "file write + commit + catalog update; no search index exists in this vault",
+            "git_bytes": {"objects_bytes_per_create": round(per_apparent),
+                          "objects_disk_bytes_per_create": round((after[1] - before[1]) / samples),
+                          "avg_memory_file_bytes": round(avg_file),
+                          "ratio_objects_to_file": round(per_apparent / avg_file, 2)}}
+
+
+def bench_update(vault: Vault, gen: Generator, ids: list[str], samples: int) -> dict[str, Any]:
+    """``vault.update(id, append=...)`` latency on random memories."""
+    vault.flush()  # sync .git/index now so the lazy flush never fires mid-measurement
+    before = objects_bytes(vault.git.git_dir)[0]
+    lat = []
+    for mid in gen.rng.sample(ids, min(samples, len(ids))):
+        text = gen.sentence()
+        dt, _ = timed(lambda: vault.update(mid, append=text))
+        lat.append(dt)
+    return {"latency": summary_ms(lat),
+            "objects_bytes_per_update": round((objects_bytes(vault.git.git_dir)[0] - before) / len(lat))}
+
+
+def grow_history(vault: Vault, gen: Generator, ids: list[str], target: str, min_commits: int) -> dict[str, Any]:
+    """Touch ``target`` 10 times (two tier moves) among filler updates until HEAD has ``min_commits``."""
+    have = int(git(vault.root, "rev-list", "--count", "HEAD"))
+    fillers = max(0, min_commits - have - 10)
+    plan = ["update"] * 3 + ["move:mid_term"] + ["update"] * 3 + ["move:long_term"] + ["update"] * 2
+    total = fillers + len(plan)
+    pool = [mid for mid in ids if mid != target]
+    slots = {int((k + 0.5) * total / len(plan)): action for k, action in enumerate(plan)}
+    start = time.perf_counter()
+    for i in range(total):
+        action = slots.get(i)
+        if action is None:
+            vault.update(gen.rng.choice(pool), append=gen.sentence())
+        elif action.startswith("move:"):
+            vault.move(target, action.split(":", 1)[1])
+        else:
+            vault.update(target, append=gen.sentence())
+        if (i + 1) % 1000 == 0:
+            log(f"  history filler {i + 1}/{total}")
+    commits = int(git(vault.root, "rev-list", "--count", "HEAD"))
+    return {"filler_updates": fillers, "filler_seconds": round(time.perf_counter() - start, 2),
+            "commits_in_repo": commits}
+
+
+def bench_history(vault: Vault, target: str, cold_reps: int = 20, warm_reps: int = 50) -> dict[str, Any]:
+    """``history(id)`` cold (fresh Vault object each time) and warm, and ``git log --follow``."""
+    vault.flush()  # sync .git/index now so the lazy flush never fires mid-measurement
+    opens, cold, both = [], [], []
+    for _ in range(cold_reps):
+        t0 = time.perf_counter()
+        fresh = Vault.open(vault.root, author=AUTHOR)
+        t1 = time.perf_counter()
+        versions = fresh.history(target)
+        t2 = time.perf_counter()
+        fresh.close()
+        opens.append(t1 - t0)
+        cold.append(t2 - t1)
+        both.append(t2 - t0)
+    scans = []
+    for _ in range(5):  # what dominates a cold query: the first full scan of the working tree
+        fresh = Vault.open(vault.root, author=AUTHOR)
+        scans.append(timed(fresh.scan)[0])
+        fresh.close()
+    warm = [timed(lambda: vault.history(target))[0] for _ in range(warm_reps)]
+    path = vault.get(target).path
+    git_runs, git_out = [], ""
+    for _ in range(5):
+        dt, git_out = timed(lambda: git(vault.root, "log", "--follow", "--format=%H", "--", path))
+        git_runs.append(dt)
+    return {"versions": len(versions), "ops": [v.op for v in versions],
+            "cold_open": summary_ms(opens), "cold_history": summary_ms(cold),
+            "cold_open_plus_history": summary_ms(both), "cold_first_scan_only": summary_ms(scans),
+            "warm": summary_ms(warm),
+            "git_cli_log_follow": {**summary_ms(git_runs), "commits_listed": len(git_out.split())},
+            "note": "cold = fresh Vault.open() per query (OS page cache warm); "
+                    "cold_history excludes the open, which is reported separately"}
+
+
+def bench_git_cli_create(root: Path, workdir: Path, gen: Generator, samples: int) -> dict[str, Any]:
+    """The git CLI doing a create in a ``cp -a`` copy of the vault: write file, git add, git commit."""
+    clone = workdir / "cli-copy"
+    subprocess.run(["cp", "-a", str(root), str(clone)], check=True)
+    dt_refresh, _ = timed(lambda: git(clone, "update-index", "-q", "--refresh"))
+    dirty = git(clone, "status", "--porcelain")
+    out: dict[str, Any] = {"setup": {"copy": "cp -a", "index_refresh_s": round(dt_refresh, 3),
+                                     "git_status_clean_after_gitmem": dirty.strip() == "",
+                                     "auto_gc": "disabled (-c gc.auto=0)"}}
+    variants = {"default": [], "fsync_committed": ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]}
+    for name, cfg in variants.items():
+        lat = []
+        for i in range(samples + 3):
+            spec = gen.spec()
+            mid = new_id()
+            rel = memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-cli-{name}-{i}")
+            text = (f"---\nid: {mid}\ntitle: {spec['title']}\ntype: {spec['type']}\ntier: {spec['tier']}\n"
+                    f"tags: [{', '.join(spec['tags'])}]\n---\n\n{spec['body']}")
+
+            def create() -> None:
+                target = clone / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+                git(clone, *cfg, "add", rel)
+                git(clone, *cfg, "commit", "-q", "-m", f"add: {spec['title']}")
+            dt, _ = timed(create)
+            if i >= 3:  # first three are warm-up
+                lat.append(dt)
+        out[name] = summary_ms(lat)
+    shutil.rmtree(clone)
+    return out
+
+
+def profile_creates(vault: Vault, gen: Generator, count: int = 30) -> list[str]:
+    """Top 10 cumulative entries of cProfile over ``count`` creates."""
+    vault.flush()  # sync .git/index now so the lazy flush never fires mid-measurement
+    specs = [gen.spec() for _ in range(count)]
+    prof = cProfile.Profile()
+    prof.enable()
+    for spec in specs:
+        vault.add(**spec)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(10)
+    lines = buf.getvalue().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.strip().startswith("ncalls"))
+    return [" ".join(line.split()) for line in lines[head:head + 11] if line.strip()]
+
+
+def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Every per-size measurement on one fresh vault of ``n`` memories."""
+    gen = Generator(seed=n)
+    root = workdir / f"vault-{n}"
+    vault = Vault.init(root, author=AUTHOR)
+    log(f"N={n}: populating ({args.populate})")
+    populate = populate_add if args.populate == "add" else populate_bulk
+    ids, pop = populate(vault, gen, n)
+    pop["commits_after"] = int(git(root, "rev-list", "--count", "HEAD"))
+    editable = [mid for mid, kind in ids if kind not in PROTECTED]
+    target = next(mid for mid, kind in ids[: max(1, n // 10)] if kind not in PROTECTED
+                  and vault.get(mid).tier == "short_term")
+    log(f"N={n}: {args.samples} creates")
+    result: dict[str, Any] = {"memories": n, "populate": pop, "create": bench_create(vault, gen, args.samples)}
+    if args.profile or result["create"]["latency"]["p50_ms"] > TARGETS["create_p50_ms"]:
+        result["create"]["profile_top10_cumulative"] = profile_creates(vault, gen)
+    log(f"N={n}: {args.samples} updates")
+    result["update"] = bench_update(vault, gen, editable, args.samples)
+    log(f"N={n}: growing history to >= {args.min_commits} commits")
+    result["history_setup"] = grow_history(vault, gen, editable, target, args.min_commits)
+    log(f"N={n}: history queries")
+    result["history"] = bench_history(vault, target)
+    size, disk, files = objects_bytes(vault.git.git_dir)
+    result["repo_after_run"] = {"objects_files": files, "objects_mb": round(size / 2**20, 1),
+                                "objects_disk_mb": round(disk / 2**20, 1),
+                                "note": "loose objects, never packed by gitmem; git's gc.auto threshold is 6700"}
+    vault.close()
+    log(f"N={n}: git CLI create baseline")
+    cli = bench_git_cli_create(root, workdir, gen, args.cli_samples)
+    cli["ratio_gitmem_create_p50_over_git_cli_p50"] = round(
+        result["create"]["latency"]["p50_ms"] / cli["default"]["p50_ms"], 3)
+    cli["ratio_gitmem_create_p50_over_git_cli_fsync_p50"] = round(
+        result["create"]["latency"]["p50_ms"] / cli["fsync_committed"]["p50_ms"], 3)
+    result["git_cli_create"] = cli
+    shutil.rmtree(root)
+    return result
+
+
+def subprocess_times(cmds: dict[str, list[str]], runs: int) -> dict[str, tuple[float, float]]:
+    """(median, min) wall time in ms of each command; runs interleaved to spread out noise."""
+    times: dict[str, list[float]] = {name: [] for name in cmds}
+    for _ in range(runs):
+        for name, cmd in cmds.items():
+            dt, proc = timed(lambda: subprocess.run(cmd, capture_output=True, cwd=ROOT))
+            if proc.returncode != 0:
+                raise RuntimeError(f"{cmd} failed: {proc.stderr.decode(errors='replace')[-500:]}")
+            times[name].append(dt * 1000)
+    return {name: (statistics.median(values), min(values)) for name, values in times.items()}
+
+
+def bench_imports(runs: int = 10) -> dict[str, Any]:
+    """``import gitmem`` and ``import gitmem.vault`` in fresh interpreters, minus bare startup."""
+    py = sys.executable
+    t = subprocess_times({"pass": [py, "-c", "pass"], "gitmem": [py, "-c", "import gitmem"],
+                          "vault": [py, "-c", "import gitmem.vault"]}, runs)
+    trace = subprocess.run([py, "-X", "importtime", "-c", "import gitmem.vault"], capture_output=True,
+                           text=True, cwd=ROOT).stderr
+    top: list[tuple[int, str]] = []
+    for line in trace.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            name = parts[2].strip()
+            if name not in ("site", "gitmem.vault") and not name.startswith(("encodings", "__editable")):
+                top.append((int(parts[1]), name))
+    return {"python_startup_ms": round(t["pass"][0], 1),
+            "import_gitmem_ms": round(t["gitmem"][0] - t["pass"][0], 1),
+            "import_gitmem_vault_ms": round(t["vault"][0] - t["pass"][0], 1),
+            "min_of_runs": {"import_gitmem_ms": round(t["gitmem"][1] - t["pass"][1], 1),
+                            "import_gitmem_vault_ms": round(t["vault"][1] - t["pass"][1], 1)},
+            "gitmem_vault_import_top10_cumulative_ms": {n: round(us / 1000, 1) for us, n in sorted(top)[-10:][::-1]},
+            "method": f"median of {runs} fresh `python -c` runs minus `python -c pass`"}
+
+
+def bench_help(runs: int = 10) -> dict[str, Any]:
+    """Wall time of the ``gitmem --help`` console script."""
+    script = Path(sys.executable).parent / "gitmem"
+    try:
+        median, fastest = subprocess_times({"help": [str(script), "--help"]}, runs)["help"]
+    except (RuntimeError, OSError) as exc:
+        return {"error": str(exc)}
+    return {"median_ms": round(median, 1), "min_ms": round(fastest, 1), "runs": runs, "script": str(script)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000", help="comma-separated vault sizes")
+    parser.add_argument("--samples", type=int, default=200, help="creates and updates timed per size")
+    parser.add_argument("--cli-samples", type=int, default=50, help="git CLI creates per variant")
+    parser.add_argument("--min-commits", type=int, default=5000, help="commits in the repo before history()")
+    parser.add_argument("--populate", choices=("add", "bulk"), default="add")
+    parser.add_argument("--profile", action="store_true", help="always cProfile a few creates")
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    started, load_start = time.perf_counter(), round(os.getloadavg()[0], 2)
+    report: dict[str, Any] = {"benchmark": "gitmem vault-core", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                              "machine": machine_info(tempfile.gettempdir()),
+                              "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                              "sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="gitmem-bench-core-") as tmp:
+        for n in sizes:
+            report["sizes"][str(n)] = run_size(n, args, Path(tmp))
+    log("import and CLI start-up timings")
+    report["import"] = bench_imports()
+    report["cli_help"] = bench_help()
+    big = report["sizes"][str(max(sizes))]
+    hist = big["history"]
+    checks = {"create_p50_le_15ms": (big["create"]["latency"]["p50_ms"], TARGETS["create_p50_ms"]),
+              "history_warm_p50_le_50ms": (hist["warm"]["p50_ms"], TARGETS["history_ms"]),
+              "history_cold_p50_le_50ms": (hist["cold_history"]["p50_ms"], TARGETS["history_ms"]),
+              "import_gitmem_le_150ms": (report["import"]["import_gitmem_ms"], TARGETS["import_gitmem_ms"])}
+    report["targets"] = {"at_size": max(sizes), "commits_at_history": big["history_setup"]["commits_in_repo"],
+                         **{name: {"value_ms": value, "limit_ms": limit, "pass": value <= limit}
+                            for name, (value, limit) in checks.items()}}
+    report["machine"]["loadavg_1m_start_end"] = [load_start, round(os.getloadavg()[0], 2)]
+    report["total_seconds"] = round(time.perf_counter() - started, 1)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return report
+
+
+if __name__ == "__main__":
+    main()

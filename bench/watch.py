@@ -1,0 +1,152 @@
+"""Watcher benchmark: edit-to-searchable and edit-to-commit latency of ``gitmem watch``.
+
+Usage (prints one JSON document on stdout, progress on stderr)::
+
+    python bench/watch.py [--edits 30] [--debounce 0.3] [--commit-delay 2.0] [--out FILE]
+
+A vault is created from ``sample-vault/`` in a temporary folder and a watcher
+runs in a child process (as ``gitmem watch`` would).  The benchmark process
+then saves memory files the way editors do (write a temp file, rename it over
+the note), one unique word per edit, and measures for each edit:
+
+* **edit -> searchable**: until a search for the word finds the memory.  Each
+  poll opens a fresh reader of the index (a new process would see the same);
+* **edit -> committed**: until ``HEAD`` holds the new content.
+
+Edits go to the files in turn, ~0.25-0.45 s apart: the vault is never quiet
+for the commit delay until the last edit, so the commit latency shows the
+batching (one commit for the whole burst), not the cost of a commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import log, machine_info, summary_ms  # noqa: E402
+from gitmem.gitstore import blob_id  # noqa: E402
+from gitmem.search import SearchIndex  # noqa: E402
+from gitmem.vault import Vault  # noqa: E402
+
+TARGET_P95_MS = 1500.0
+CHILD = """\
+import sys
+from gitmem import Vault
+from gitmem.watcher import Watcher
+vault = Vault.open(sys.argv[1])
+watcher = Watcher(vault, debounce=float(sys.argv[2]), commit_delay=float(sys.argv[3]), quiet=True)
+watcher.run_forever(on_ready=lambda: print("ready", flush=True))
+vault.close()
+"""
+
+
+def search_total(index_dir: Path, word: str) -> int:
+    index = SearchIndex(index_dir)
+    try:
+        return index.search(word).total
+    finally:
+        index.close()
+
+
+def head_blob(root: Path, rel: str) -> str | None:
+    out = subprocess.run(["git", "rev-parse", f"HEAD:{rel}"], cwd=root, capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def collect_commits(root: Path, pending: list[tuple[str, str, float]],
+                    committed: list[float]) -> list[tuple[str, str, float]]:
+    """Record the latency of edits whose content HEAD now holds; return the others."""
+    still = []
+    for rel, blob, start in pending:
+        if head_blob(root, rel) == blob:
+            committed.append(time.perf_counter() - start)
+        else:
+            still.append((rel, blob, start))
+    return still
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    root = workdir / "vault"
+    with Vault.init(root, from_dir=ROOT / "sample-vault", author="bench") as vault:
+        vault.search("warm up")  # build the index before the watcher starts
+        files = sorted(m.path for m in vault.list(tier=["short_term", "mid_term", "long_term"]))
+    index_dir = root / ".git" / "gitmem" / "index"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(args.debounce), str(args.commit_delay)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        log(f"watcher ready; {args.edits} edits over {len(files)} files")
+        rng = random.Random(7)
+        searchable: list[float] = []
+        pending_commits: list[tuple[str, str, float]] = []
+        committed: list[float] = []
+        superseded = 0   # edits overwritten by a later edit of the same file before any commit
+        for i in range(args.edits):
+            rel = files[i % len(files)]
+            note = root / rel
+            word = f"benchword{i:04d}"
+            data = note.read_bytes().rstrip(b"\n") + f"\n\nEdit {i}: {word}\n".encode()
+            tmp = note.parent / f".{note.name}.bench-tmp"
+            tmp.write_bytes(data)
+            start = time.perf_counter()
+            os.replace(tmp, note)
+            superseded += sum(1 for entry in pending_commits if entry[0] == rel)
+            pending_commits = [entry for entry in pending_commits if entry[0] != rel]
+            pending_commits.append((rel, blob_id(data), start))
+            while search_total(index_dir, word) < 1:
+                if time.perf_counter() - start > 30:
+                    raise RuntimeError(f"edit {i} never became searchable")
+                time.sleep(0.005)
+            searchable.append(time.perf_counter() - start)
+            pending_commits = collect_commits(root, pending_commits, committed)
+            time.sleep(max(0.0, rng.uniform(0.25, 0.45) - searchable[-1]))
+        deadline = time.perf_counter() + 30
+        while pending_commits and time.perf_counter() < deadline:
+            pending_commits = collect_commits(root, pending_commits, committed)
+            time.sleep(0.02)
+        commits = int(subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=root,
+                                     capture_output=True, text=True, check=True).stdout) - 1
+    finally:
+        child.terminate()
+        child.wait(timeout=30)
+    return {
+        "edits": args.edits, "files": len(files), "debounce_s": args.debounce, "commit_delay_s": args.commit_delay,
+        "edit_to_searchable": summary_ms(searchable),
+        "edit_to_committed": summary_ms(committed),
+        "commits_made": commits, "superseded_before_commit": superseded,
+        "uncommitted_edits": len(pending_commits),
+        "target_p95_ms": TARGET_P95_MS,
+        "meets_target": summary_ms(searchable).get("p95_ms", 1e9) <= TARGET_P95_MS,
+        "watcher_exit_code": child.returncode,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--edits", type=int, default=30, help="number of timed edits")
+    parser.add_argument("--debounce", type=float, default=0.3, help="watcher debounce (seconds)")
+    parser.add_argument("--commit-delay", type=float, default=2.0, help="watcher commit delay (seconds)")
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gitmem-bench-watch-") as tmp:
+        result = {"benchmark": "watch", "machine": machine_info(tmp), **run(args, Path(tmp))}
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
