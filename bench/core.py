@@ -18,10 +18,8 @@ import argparse
 import cProfile
 import io
 import json
-import math
 import os
 import pstats
-import random
 import shutil
 import statistics
 import subprocess
@@ -35,77 +33,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import log, machine_info, summary_ms, timed  # noqa: E402
-from gitmem.gitstore import FileChange  # noqa: E402
+from _common import Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
 from gitmem.paths import memory_relpath, slugify  # noqa: E402
-from gitmem.schema import clean_metadata, new_id, ordered  # noqa: E402
+from gitmem.schema import new_id  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 AUTHOR = "bench-agent <bench@gitmem.local>"
-LIVE_TIERS = ("short_term", "mid_term", "long_term")
-TYPES = ("memory", "episodic", "semantic", "procedural", "fact", "preference", "skill", "task",
-         "correction", "goal", "rule", "constraint")
 PROTECTED = {"goal", "rule", "constraint"}
 TARGETS = {"create_p50_ms": 15.0, "history_ms": 50.0, "import_gitmem_ms": 150.0}
 GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@gitmem.local",
            "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@gitmem.local"}
-ADJ = """quick stable legacy nightly shared remote local flaky strict verbose minimal urgent weekly
-internal public cached async typed secure noisy default custom preferred broken deprecated
-experimental manual automatic careful detailed concise recurring pending critical""".split()
-NOUN = """deploy pipeline database migration schema token budget user report dashboard invoice
-meeting review branch release cluster query cache index backup server client roadmap sprint
-customer contract dataset model prompt agent tool memory config secret vault laptop editor
-terminal theme shortcut calendar reminder email thread ticket incident alert metric log trace
-api endpoint webhook queue worker scheduler cron container image registry package dependency
-license test fixture benchmark profile budget hotel flight trip recipe garden invoice""".split()
-VERB = """prefers avoids needs expects reviews deploys schedules rotates archives tracks rejects
-approves migrates documents caches retries escalates summarises benchmarks refactors pins
-monitors batches validates""".split()
-NAMES = "Alice Bob Priya Chen Omar Lucia Kenji Fatima Sven Amara Diego Yuki".split()
-TAGS = """work personal infra python rust frontend backend ops security finance travel health
-family reading music research writing ml data devops testing docs design meeting followup
-urgent idea bug decision lesson howto""".split()
-
-
-class Generator:
-    """Deterministic generator of realistic memories (title, Markdown body, tags, type, tier)."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def title(self) -> str:
-        r = self.rng
-        return (f"{r.choice(NAMES)} {r.choice(VERB)} {r.choice(ADJ)} {r.choice(NOUN)} "
-                f"for the {r.choice(NOUN)} {r.choice(NOUN)}")
-
-    def sentence(self) -> str:
-        r = self.rng
-        words = [r.choice(ADJ + NOUN + VERB) for _ in range(r.randint(6, 18))]
-        if r.random() < 0.3:
-            words.insert(r.randrange(len(words)), r.choice(NAMES))
-        if r.random() < 0.15:
-            words.insert(r.randrange(len(words)), f"`{r.choice(NOUN)}_{r.choice(NOUN)}()`")
-        if r.random() < 0.15:
-            words.append(f"on 2026-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}")
-        return " ".join(words).capitalize() + r.choice(".....!?")
-
-    def body(self, title: str) -> str:
-        """Markdown of 0.3-5 KB (log-uniform): heading, paragraphs, a bullet list, sections."""
-        r = self.rng
-        target = math.exp(r.uniform(math.log(300), math.log(5000)))
-        parts = [f"# {title}", " ".join(self.sentence() for _ in range(r.randint(1, 3)))]
-        parts.append("\n".join(f"- {self.sentence()}" for _ in range(r.randint(2, 5))))
-        while sum(len(p) + 2 for p in parts) < target:
-            if r.random() < 0.3:
-                parts.append(f"## {r.choice(['Context', 'Details', 'Decision', 'Follow-up', 'Notes'])}")
-            parts.append(" ".join(self.sentence() for _ in range(r.randint(2, 6))))
-        return "\n\n".join(parts)[: int(target) + 200].rstrip() + "\n"
-
-    def spec(self) -> dict[str, Any]:
-        """Arguments for ``Vault.add``."""
-        title = self.title()
-        return {"title": title, "body": self.body(title), "type": self.rng.choice(TYPES),
-                "tier": self.rng.choice(LIVE_TIERS), "tags": self.rng.sample(TAGS, self.rng.randint(1, 4))}
 
 
 def objects_bytes(git_dir: Path) -> tuple[int, int, int]:
@@ -143,32 +80,6 @@ def populate_add(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str, 
     return ids, {"mode": "add (one commit per memory)", "seconds": round(seconds, 2),
                  "memories_per_s": round(n / seconds, 1), "avg_file_bytes": round(statistics.fmean(sizes)),
                  "add_latency_all": summary_ms(lat), "add_latency_last_10pct": summary_ms(last)}
-
-
-def populate_bulk(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str, str]], dict[str, Any]]:
-    """N memories as ONE commit via ``GitStore.commit_files``, then ``scan`` + ``sync_history``."""
-    changes, ids, sizes = [], [], []
-    start = time.perf_counter()
-    now = vault.now()
-    for i in range(n):
-        spec = gen.spec()
-        mid = new_id()
-        meta = ordered(clean_metadata({"id": mid, "title": spec["title"], "type": spec["type"],
-                                       "tier": spec["tier"], "status": "active", "tags": spec["tags"],
-                                       "created": now, "updated": now, "agent": vault.author.name},
-                                      tiers=vault.config.tiers))
-        data = vault._render(meta, spec["body"])  # noqa: SLF001 - same bytes vault.add writes
-        changes.append(FileChange(memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}"), data))
-        ids.append((mid, spec["type"]))
-        sizes.append(len(data))
-    with vault.lock.hold():
-        vault.git.commit_files(changes, f"bench: bulk populate {n} memories", vault.author)
-    vault.scan()
-    vault.sync_history()
-    seconds = time.perf_counter() - start
-    return ids, {"mode": "bulk (one commit via GitStore.commit_files, then scan + sync_history)",
-                 "seconds": round(seconds, 2), "memories_per_s": round(n / seconds, 1),
-                 "avg_file_bytes": round(statistics.fmean(sizes))}
 
 
 def bench_create(vault: Vault, gen: Generator, samples: int) -> dict[str, Any]:
