@@ -1,0 +1,166 @@
+"""Search benchmark: gitmem's Whoosh index against SQLite FTS5, same corpus, same run.
+
+Usage (prints one JSON document on stdout, progress on stderr)::
+
+    python bench/search.py [--sizes 1000,10000] [--queries 50] [--creates 100] [--out FILE]
+
+For each size N: a vault of N generated memories (0.3-5 KB Markdown, one bulk
+commit), then
+
+* full reindex throughput (``vault.reindex()``) vs. FTS5 bulk insert;
+* create latency *including* indexing (``vault.add`` with the index open);
+* query latency p50/p95 by kind (word, phrase, boolean, prefix, filtered),
+  gitmem (``vault.search``, limit 10) vs. FTS5 (``MATCH ... ORDER BY rank
+  LIMIT 10``, porter tokenizer, filters as SQL ``WHERE``), and the ratio;
+* catch-up after 100 files edited outside gitmem while nothing ran: the time
+  a freshly opened vault needs before its first search (scan + re-index of
+  what changed), compared with a full reindex.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import ADJ, NOUN, Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
+from gitmem.vault import Vault  # noqa: E402
+
+TARGETS = {"create_p50_ms": 30.0, "word_p50_ms": 10.0, "any_p95_ms": 50.0, "fts5_ratio": 5.0}
+
+
+def fts5_build(vault: Vault) -> tuple[sqlite3.Connection, float]:
+    """An FTS5 table (porter) of the vault's memories, built from the same files."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE m USING fts5(title, body, tags, tier UNINDEXED, type UNINDEXED, "
+               "tokenize='porter unicode61')")
+    rows = []
+    for row in vault.catalog.all_rows():
+        memory = vault._read_file(row.path)  # noqa: SLF001 - the same parse gitmem indexes
+        rows.append((memory.title, memory.body, " ".join(memory.tags), memory.tier, memory.type))
+    start = time.perf_counter()
+    with db:
+        db.executemany("INSERT INTO m VALUES (?, ?, ?, ?, ?)", rows)
+    return db, time.perf_counter() - start
+
+
+def queries(rng: random.Random, n: int) -> dict[str, list[tuple[str, str, dict[str, str]]]]:
+    """(gitmem query, FTS5 MATCH expression, filters) per kind."""
+    def word() -> str:
+        return rng.choice(NOUN)
+    out: dict[str, list[tuple[str, str, dict[str, str]]]] = {k: [] for k in
+                                                             ("word", "phrase", "boolean", "prefix", "filtered")}
+    for _ in range(n):
+        w = word()
+        out["word"].append((w, w, {}))
+        a, b = rng.choice(ADJ), word()
+        out["phrase"].append((f'"{a} {b}"', f'"{a} {b}"', {}))
+        x, y = word(), word()
+        op = rng.choice(["AND", "OR", "NOT"])
+        out["boolean"].append((f"{x} {op} {y}", f"{x} {op} {y}", {}))
+        p = rng.choice(NOUN + ADJ)[:3]
+        out["prefix"].append((f"{p}*", f"{p}*", {}))
+        tier, mtype = rng.choice(["short_term", "mid_term", "long_term"]), rng.choice(["fact", "episodic", "skill"])
+        out["filtered"].append((w, w, {"tier": tier, "type": mtype}))
+    return out
+
+
+def time_queries(run: Callable[[str, str, dict[str, str]], Any],
+                 items: list[tuple[str, str, dict[str, str]]]) -> dict[str, Any]:
+    run(*items[0])  # warm-up
+    return summary_ms([timed(lambda q=q: run(*q))[0] for q in items])
+
+
+def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Every measurement for a vault of ``n`` memories."""
+    gen = Generator(seed=n)
+    root = workdir / f"vault-{n}"
+    out: dict[str, Any] = {"memories": n}
+    with Vault.init(root, author="bench-agent") as vault:
+        log(f"populating {n} memories (one bulk commit)")
+        populate_bulk(vault, gen, n)
+        log("full reindex")
+        seconds, count = timed(vault.reindex)
+        fts, fts_seconds = fts5_build(vault)
+        out["reindex"] = {"docs": count, "seconds": round(seconds, 2), "docs_per_s": round(count / seconds),
+                          "fts5_seconds": round(fts_seconds, 3), "fts5_docs_per_s": round(count / fts_seconds),
+                          "ratio_to_fts5": round(seconds / fts_seconds, 1)}
+        log(f"{args.creates} creates with indexing")
+        lat = [timed(lambda: vault.add(**gen.spec()))[0] for _ in range(args.creates)]
+        out["create_with_index"] = summary_ms(lat)
+        vault.index.optimize()
+        log("queries")
+        sets = queries(random.Random(n), args.queries)
+        out["queries"] = {}
+
+        def fts_run(_: str, match: str, filters: dict[str, str]) -> list[Any]:
+            sql, params = "SELECT rowid FROM m WHERE m MATCH ?", [match]
+            for key, value in filters.items():
+                sql += f" AND {key} = ?"
+                params.append(value)
+            return fts.execute(sql + " ORDER BY rank LIMIT 10", params).fetchall()
+
+        for kind, items in sets.items():
+            ours = time_queries(lambda q, _m, f: vault.search(q, limit=10, **f), items)
+            theirs = time_queries(fts_run, items)
+            out["queries"][kind] = {"gitmem": ours, "fts5": theirs,
+                                    "ratio_p50": round(ours["p50_ms"] / max(theirs["p50_ms"], 1e-3), 1),
+                                    "ratio_p95": round(ours["p95_ms"] / max(theirs["p95_ms"], 1e-3), 1),
+                                    "example": items[0][0]}
+        paths = [row.path for row in vault.catalog.all_rows()]
+    log("catch-up after 100 outside edits")
+    for path in random.Random(1).sample(paths, min(100, len(paths))):
+        file = root / path
+        file.write_text(file.read_text() + "\nEdited outside gitmem: zanzibar.\n")
+    start = time.perf_counter()
+    with Vault.open(root) as vault:
+        vault.index  # noqa: B018 - the first use catches up
+        catch_up = time.perf_counter() - start
+        found = vault.search("zanzibar", limit=1).total
+    out["catch_up_100_edits"] = {"seconds": round(catch_up, 3), "found_after": found,
+                                 "vs_full_reindex": round(catch_up / out["reindex"]["seconds"], 3)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--queries", type=int, default=50, help="queries per kind")
+    parser.add_argument("--creates", type=int, default=100)
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    result: dict[str, Any] = {"benchmark": "gitmem search vs SQLite FTS5",
+                              "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="gitmem-bench-") as tmp:
+        result["machine"] = machine_info(tmp)
+        for n in (int(s) for s in args.sizes.split(",")):
+            result["sizes"][str(n)] = run_size(n, args, Path(tmp))
+    largest = result["sizes"][max(result["sizes"], key=int)]
+    q = largest["queries"]
+    result["targets"] = {
+        "at_size": largest["memories"],
+        "create_with_index_p50_le_30ms": largest["create_with_index"]["p50_ms"] <= TARGETS["create_p50_ms"],
+        "word_p50_le_10ms": q["word"]["gitmem"]["p50_ms"] <= TARGETS["word_p50_ms"],
+        "every_kind_p95_le_50ms": all(v["gitmem"]["p95_ms"] <= TARGETS["any_p95_ms"] for v in q.values()),
+        "within_5x_fts5_non_prefix_p50": all(v["ratio_p50"] <= TARGETS["fts5_ratio"]
+                                             for k, v in q.items() if k != "prefix"),
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
