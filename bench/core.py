@@ -248,7 +248,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     size, disk, files = objects_bytes(vault.git.git_dir)
     result["repo_after_run"] = {"objects_files": files, "objects_mb": round(size / 2**20, 1),
                                 "objects_disk_mb": round(disk / 2**20, 1),
-                                "note": "loose objects, never packed by gitmem; git's gc.auto threshold is 6700"}
+                                "note": "objects under .git/objects after the run; gitmem packs loose objects when idle once git's estimate passes 1,500 (git's own gc.auto is 6,700)"}
     vault.close()
     log(f"N={n}: git CLI create baseline")
     cli = bench_git_cli_create(root, workdir, gen, args.cli_samples)
