@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["IndexMixin", "RefreshReport"]
 
 _WIKILINK = re.compile(r"\[\[([^\]|#\n]+)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]")
-_FILTER_KEYS = ("tier", "type", "tag", "scope", "agent", "status", "id", "created", "updated")
+_FILTER_KEYS = ("tier", "type", "tag", "scope", "agent", "status", "id", "entity", "source", "path",
+                "link", "created", "updated")
 
 
 @dataclass
@@ -175,8 +176,9 @@ class IndexMixin:
         """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters).
 
         ``filters``: ``tier``, ``type``, ``tag``, ``scope``, ``agent``,
-        ``status``, ``id``, ``created``/``updated`` (``">2026-01-01"``,
-        ``"2026-01-01..2026-03-31"``).  Archived, deleted and superseded
+        ``status``, ``id``, ``entity``, ``source``, ``path``, ``link``,
+        ``created``/``updated`` (``">2026-01-01"``, ``"2026-01-01..2026-03-31"``);
+        a list value means any of them.  Archived, deleted and superseded
         memories are left out unless ``include_inactive`` or a ``status``
         filter asks for them.
         """

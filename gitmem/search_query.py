@@ -1,4 +1,6 @@
-"""Parsing of gitmem search queries (no Whoosh here: :mod:`gitmem.search` turns the tree into one).
+"""The Whoosh-free side of gitmem search: query parsing, result types, ranking knobs and
+the arithmetic of ranking (:mod:`gitmem.search` turns the tree into Whoosh queries, reads
+the postings, and re-exports :class:`SearchHit`, :class:`SearchPage`, :class:`SearchConfig`).
 
 Syntax, in the order the parser tries it on each whitespace-separated piece:
 
@@ -13,8 +15,9 @@ Syntax, in the order the parser tries it on each whitespace-separated piece:
 - ``word*``: every word starting with ``word`` (bounded, see ``PREFIX_EXPANSION_LIMIT``).
 - anything else is a plain word.
 
-A query made only of plain words (and filters) is a *natural* query: the engine ranks it
-as words, with an all-words / any-words policy.  Any operator, phrase, parenthesis or
+A query made only of plain words, phrases and filters is a *natural* query: the engine
+ranks it with an all-words / any-words policy (a phrase counts as one word that must match
+as a phrase; a query of phrases only is therefore strict).  Any operator, parenthesis or
 prefix makes it a *syntax* query with strict boolean meaning.
 
 Unknown fields: ``foo:bar`` where ``foo`` is not a known field is an error
@@ -27,16 +30,19 @@ part of a plain word, and a colon piece inside quotes is always text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 from datetime import datetime, timedelta, timezone
 
 from gitmem.errors import InvalidQuery
 
-__all__ = ["FIELDS", "DATE_FIELDS", "Word", "Phrase", "Prefix", "FieldTerm", "DateRange",
-           "And", "Or", "Not", "ParsedQuery", "parse_query", "parse_filter", "date_range",
-           "iso_to_epoch"]
+__all__ = ["FIELDS", "DATE_FIELDS", "QUESTION_WORDS", "Word", "Phrase", "Prefix", "FieldTerm",
+           "DateRange", "And", "Or", "Not", "ParsedQuery", "parse_query", "parse_filter",
+           "date_range", "iso_to_epoch", "month_year", "edit_distance", "combine_natural",
+           "add_scores", "group_prior", "SearchHit", "SearchPage", "SearchConfig"]
 
-#: query field name -> index field name (keyword-like fields, matched exactly, case-insensitive)
+#: query field name -> index field name (matched exactly; case-insensitive except ``path``)
 FIELDS: dict[str, str] = {
     "tier": "tier", "type": "type", "tag": "tags", "tags": "tags", "scope": "scope",
     "agent": "agent", "status": "status", "id": "id", "source": "source",
@@ -44,6 +50,25 @@ FIELDS: dict[str, str] = {
     "links": "links",
 }
 DATE_FIELDS = ("created", "updated")
+
+#: Words that carry no topic in a natural-language question; dropped from natural queries
+#: only (on top of the index's own stop words), so "What did Ann say about X?" needs X, Ann.
+QUESTION_WORDS = frozenset(
+    "what when where which who whom whose why how did do does done was were been being am "
+    "has had having i me my mine our ours he him his she her hers they them their theirs its "
+    "would could should shall might must there here than then so such any some about into "
+    "over also just very much many more most other".split())
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (for ranking spelling suggestions)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
 
 
 @dataclass(frozen=True)
@@ -100,12 +125,34 @@ class ParsedQuery:
 
     natural: bool
     words: list[str] = field(default_factory=list)
+    phrases: list[str] = field(default_factory=list)
     expr: Node | None = None
     filters: list[Node] = field(default_factory=list)
 
     @property
     def filters_status(self) -> bool:
         return any(isinstance(f, FieldTerm) and f.field == "status" for f in _walk_all(self))
+
+    def add_filters(self, filters: Mapping[str, str | Sequence[str]] | None) -> None:
+        """Add ``{field: value or [values]}`` filters (several values: any of them)."""
+        for key, vals in (filters or {}).items():
+            nodes = [parse_filter(key, str(v))
+                     for v in ([vals] if isinstance(vals, str) else list(vals))]
+            if nodes:
+                self.filters.append(nodes[0] if len(nodes) == 1 else Or(tuple(nodes)))
+
+    def texts(self) -> list[str]:
+        """The words and phrases searched for (not negated), e.g. for spelling suggestions."""
+        if self.natural:
+            return self.words + self.phrases
+        out, stack = [], [self.expr]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (Word, Phrase)):
+                out.append(n.text)
+            elif isinstance(n, (And, Or)):
+                stack.extend(reversed(n.items))
+        return out
 
 
 def _walk_all(pq: ParsedQuery):
@@ -151,6 +198,16 @@ def _span(text: str) -> tuple[int, int]:
     else:
         end = start.replace(year=start.year + 1)
     return int(start.timestamp()), int(end.timestamp())
+
+
+def month_year(iso: str | None) -> list[str]:
+    """``2023-05-08...`` -> ``["may", "2023"]`` (words a question may use for the date)."""
+    m = re.match(r"(\d{4})-(\d\d)", iso or "")
+    return [_MONTHS[int(m[2]) - 1], m[1]] if m and 0 < int(m[2]) < 13 else []
+
+
+_MONTHS = ("january february march april may june july august september october november "
+           "december").split()
 
 
 def iso_to_epoch(text: str | None) -> int | None:
@@ -214,6 +271,9 @@ def _tokens(q: str) -> list[tuple[str, object]]:
                 out.append(("field", (m.group(1), q[j + 1:k], True)))
                 i = k + 1
                 continue
+            if m and not m.group(2) and m.group(1).lower() in (*FIELDS, *DATE_FIELDS):
+                raise InvalidQuery(f"empty value for field {m.group(1)!r}: write "
+                                   f"{m.group(1)}:value with no space after the colon")
             if m and m.group(2) and not m.group(2).startswith("//"):
                 out.append(("field", (m.group(1), m.group(2), False)))
             elif piece in ("AND", "OR", "NOT"):
@@ -235,9 +295,11 @@ def _field_node(name: str, value: str, quoted: bool) -> Node:
     value = value.strip()
     if not value:
         raise InvalidQuery(f"empty value for field {name!r}")
+    if FIELDS[key] != "path":         # every other field is matched case-insensitively
+        value = value.lower()
     if not quoted and value.endswith("*") and len(value) > 1:
-        return FieldTerm(FIELDS[key], value[:-1].lower(), prefix=True)
-    return FieldTerm(FIELDS[key], value.lower())
+        return FieldTerm(FIELDS[key], value[:-1], prefix=True)
+    return FieldTerm(FIELDS[key], value)
 
 
 def parse_filter(name: str, value: str) -> Node:
@@ -343,8 +405,116 @@ def parse_query(text: str) -> ParsedQuery:
     top = list(expr.items) if isinstance(expr, And) else ([expr] if expr is not None else [])
     filters = [n for n in top if _is_filter(n)]
     rest = [n for n in top if not _is_filter(n)]
-    if all(isinstance(n, Word) for n in rest) and not any(k in ("OR", "AND", "NOT", "(")
-                                                              for k, _ in toks):
-        return ParsedQuery(True, words=[n.text for n in rest], filters=filters)
+    if all(isinstance(n, (Word, Phrase)) for n in rest) and not any(
+            k in ("OR", "AND", "NOT", "(") for k, _ in toks):
+        return ParsedQuery(True, words=[n.text for n in rest if isinstance(n, Word)],
+                           phrases=[n.text for n in rest if isinstance(n, Phrase)],
+                           filters=filters)
     body = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
     return ParsedQuery(False, expr=body, filters=filters)
+
+
+# --- results and ranking knobs (re-exported by gitmem.search) -------------------------------
+
+@dataclass
+class SearchHit:
+    """One search result; ``snippet`` is ~200 characters with matches in ``**bold**``."""
+    id: str
+    path: str
+    title: str
+    tier: str
+    type: str
+    tags: list[str]
+    score: float
+    updated: str | None
+    snippet: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchPage:
+    """One page of results; ``total`` counts every match, ``suggestion`` is a corrected
+    query when nothing matched and a word has a close indexed alternative."""
+    hits: list[SearchHit]
+    total: int
+    suggestion: str | None
+    mode: str               # all-words | any-words | syntax | filter
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hits": [h.to_dict() for h in self.hits], "total": self.total,
+                "suggestion": self.suggestion, "mode": self.mode}
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Ranking knobs; the defaults are the measured best (``bench/retrieval.py``).  The
+    ``*_weight`` knobs and ``stemmer`` shape the index (they are in its stamp);
+    the others apply at query time."""
+    b: float = 0.25                  # BM25 length normalisation (memories are short)
+    k1: float = 1.2
+    title_weight: float = 2.0        # a title word counts as this many body words
+    meta_weight: float = 2.0         # tags and entities
+    agent_weight: float = 1.0        # the author / speaker
+    stemmer: str = "porter2"         # porter2 | porter | none
+    date_boost: float = 1.0          # month/year of ``created`` matching query words
+    group_weight: float = 0.3        # 0 disables the group prior
+    group_depth: int = 3             # a group's score = sum of its best N member scores
+    natural: str = "all-first"       # all-first | all-then-any | any | all-boost
+    all_boost: float = 1.0           # natural="all-boost": extra weight of all-word matches
+    question_stop: bool = True       # drop question words (what, did, ...) from natural queries
+
+    def schema_key(self) -> str:
+        return f"{self.stemmer}:{self.title_weight}:{self.meta_weight}:{self.agent_weight}"
+
+
+# --- ranking arithmetic for natural queries -------------------------------------------------
+
+def combine_natural(units: list[dict[int, float]], extras: list[dict[int, float]],
+                    allow: set[int] | None, restrict: set[int] | None, policy: str,
+                    all_boost: float) -> tuple[dict[int, float], set[int], str]:
+    """Per-word score maps -> (scores, documents to rank first, mode).
+
+    ``units`` hold one map per query word or phrase (a document matches when it is in any),
+    ``extras`` only add to documents the words matched (e.g. the date field).  ``allow`` and
+    ``restrict`` are the filter and the hidden documents.  Policies: ``all-first`` ranks the
+    documents containing every word first, ``all-then-any`` keeps only those when there are
+    any, ``all-boost`` multiplies their score by ``1 + all_boost``, ``any`` ranks by score."""
+    scores = add_scores(units)
+    if allow is not None or restrict:
+        scores = {d: v for d, v in scores.items()
+                  if (allow is None or d in allow) and not (restrict and d in restrict)}
+    for u in extras:
+        for d, v in u.items():
+            if d in scores:
+                scores[d] += v
+    everywhere = set(scores).intersection(*units[1:]) if len(units) > 1 else set(scores)
+    mode = "all-words" if everywhere else "any-words"
+    if policy == "all-then-any" and everywhere:
+        scores = {d: scores[d] for d in everywhere}
+    elif policy == "all-boost":
+        for d in everywhere:
+            scores[d] *= 1 + all_boost
+    return scores, (everywhere if policy == "all-first" else set()), mode
+
+
+def add_scores(maps: list[dict[int, float]]) -> dict[int, float]:
+    """The union of score maps, adding the scores of documents in several."""
+    out: dict[int, float] = {}
+    for m in maps:
+        for d, v in m.items():
+            out[d] = out.get(d, 0.0) + v
+    return out
+
+
+def group_prior(scores: dict[int, float], source: dict[int, str], weight: float,
+                depth: int) -> dict[int, float]:
+    """Add ``weight`` x (sum of the best ``depth`` scores of the document's group) to each
+    score: a hit among related hits (same conversation, same session) outranks a lone one."""
+    groups: dict[str, list[float]] = {}
+    for d, v in scores.items():
+        if source.get(d):
+            groups.setdefault(source[d], []).append(v)
+    best = {g: sum(sorted(v, reverse=True)[:depth]) for g, v in groups.items()}
+    return {d: v + weight * best[source[d]] if source.get(d) else v for d, v in scores.items()}

@@ -1,0 +1,151 @@
+"""The search index as part of the vault: every write, catch-up, reindex, doctor."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitmem import Vault
+from gitmem.cli import cli
+from gitmem.doctor import diagnose
+from gitmem.errors import GitmemError
+from gitmem.search import SearchIndex
+
+from .conftest import assert_clean, git
+
+
+def titles(page: object) -> list[str]:
+    return [h.title for h in page.hits]  # type: ignore[attr-defined]
+
+
+def test_every_write_is_searchable_at_once(sample_vault: Vault) -> None:
+    v = sample_vault
+    m = v.add("Maya loves cardamom buns", "Kardemummabullar on Saturdays.", tags=["food"])
+    assert titles(v.search("cardamom")) == ["Maya loves cardamom buns"]
+    v.update(m.id, replace=("Saturdays", "Sundays"))
+    assert v.search("kardemummabullar AND sundays").total == 1
+    assert titles(v.search("cardamom sundays"))[0] == "Maya loves cardamom buns"
+    assert v.search("kardemummabullar AND saturdays").total == 0  # the old text is gone
+    v.move(m.id, "long_term")
+    assert v.search("cardamom tier:long_term").total == 1
+    v.delete(m.id)
+    assert v.search("cardamom").total == 0  # deleted: hidden by default
+    assert v.search("cardamom", include_inactive=True).total == 1
+    v.delete(m.id, hard=True)
+    assert v.search("cardamom", include_inactive=True).total == 0
+
+
+def test_search_filters_and_result_shape(sample_vault: Vault) -> None:
+    page = sample_vault.search("dbt", type="skill")
+    assert page.total >= 1 and all(h.type == "skill" for h in page.hits)
+    hit = page.hits[0]
+    assert hit.id and hit.path.endswith(".md") and hit.tier and hit.score > 0 and hit.updated
+    assert "**" in hit.snippet
+    goals = sample_vault.search("", tier="long_term", type="goal")
+    assert {h.type for h in goals.hits} == {"goal"} and goals.total == 2
+    with pytest.raises(GitmemError) as info:
+        sample_vault.search("x", colour="blue")
+    assert info.value.code == "invalid_input"
+    with pytest.raises(GitmemError) as info:
+        sample_vault.search('"unbalanced')
+    assert info.value.code == "invalid_query"
+
+
+def test_catch_up_on_open_reindexes_only_what_changed(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    with Vault.init(root, from_dir=Path(__file__).parent.parent / "sample-vault") as v:
+        v.search("anything")  # builds the index
+        path = v.get("maya-lindqvist-core-profile").path
+    # While nothing runs: a person edits one file, adds one, deletes one; a git CLI commit.
+    file = root / path
+    file.write_text(file.read_text() + "\nShe started learning the cello.\n")
+    (root / "short_term" / "new-note.md").write_text("# Sourdough starter\n\nFed it at 08:00.\n")
+    gone = next((root / "short_term").glob("book-kanels-*.md"))
+    gone.unlink()
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "edits from the shell")
+    with Vault.open(root) as v:
+        index = v.index
+        report_paths = set(index.indexed())
+        assert "short_term/new-note.md" in report_paths
+        assert gone.relative_to(root).as_posix() not in report_paths
+        assert titles(v.search("cello")) == ["Maya Lindqvist: core profile"] or v.search("cello").total == 1
+        assert v.search("sourdough").total == 1
+        assert v.refresh().indexed == []  # nothing left to do
+
+
+def test_index_is_a_cache_delete_or_corrupt_it(sample_vault: Vault) -> None:
+    sample_vault.search("dbt")
+    root = sample_vault.root
+    sample_vault.close()
+    shutil.rmtree(root / ".git" / "gitmem" / "index")
+    with Vault.open(root) as v:
+        assert v.search("dbt").total > 0
+    for part in (root / ".git" / "gitmem" / "index").iterdir():
+        if part.suffix == ".seg" or part.name.endswith(".toc"):
+            part.write_bytes(b"garbage")
+    with Vault.open(root) as v:
+        assert v.search("dbt").total > 0
+
+
+def test_outside_edit_is_committed_as_the_vault_user(sample_vault: Vault) -> None:
+    v = sample_vault
+    v.search("warm up")  # the index exists (and has caught up) before the edit
+    path = v.root / "short_term" / "bike.md"
+    path.write_text("# Bike repair\n\nNew rear derailleur cable.\n")
+    before = path.read_bytes()
+    assert v.refresh(["short_term/bike.md"]).indexed == ["short_term/bike.md"]
+    assert v.search("derailleur").total == 1
+    sha = v.commit_outside_edits()
+    assert sha and git(v.root, "log", "-1", "--format=%an|%s").strip() == "vault user|edit: Bike repair"
+    assert "A short_term/bike.md" in git(v.root, "log", "-1", "--format=%b")
+    assert path.read_bytes() == before  # never rewritten
+    assert v.commit_outside_edits() is None
+    assert [x.op for x in v.history("bike")] == ["edit"]
+    v.close()
+    assert_clean(v.root)
+
+
+def test_doctor_reports_and_repairs(sample_vault: Vault) -> None:
+    v = sample_vault
+    v.search("warm up")
+    broken = v.root / "short_term" / "broken.md"
+    broken.write_text("---\ntitle: [oops\n---\nbody\n")
+    (v.root / "mid_term" / ".x.md.gitmem-tmp-9").write_text("half")
+    wrong = v.root / "mid_term" / "wrong-tier.md"
+    wrong.write_text("---\ntitle: Wrong\ntier: long_term\ntype: note\n---\nx\n")
+    SearchIndex(v.state_dir / "index").delete([v.get("maya-lindqvist-core-profile").path])
+    findings = {f.check: f for f in diagnose(v)}
+    assert not findings["frontmatter"].ok and findings["frontmatter"].paths == ["short_term/broken.md"]
+    assert "line 3" in findings["frontmatter"].details["short_term/broken.md"]
+    assert not findings["metadata"].ok and "mid_term/wrong-tier.md" in findings["metadata"].paths
+    assert not findings["worktree"].ok
+    assert not findings["temp-files"].ok
+    assert findings["fsck"].ok and findings["git-index"].ok
+    repaired = {f.check: f for f in diagnose(v, repair=True)}
+    assert repaired["temp-files"].repaired and not (v.root / "mid_term" / ".x.md.gitmem-tmp-9").exists()
+    assert broken.read_text() == "---\ntitle: [oops\n---\nbody\n"  # never "fixed" behind the user's back
+    assert {f.check: f for f in diagnose(v)}["index"].ok
+
+
+def test_cli_search_reindex_doctor(sample_vault: Vault) -> None:
+    root = str(sample_vault.root)
+    sample_vault.close()
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--vault", root, "search", "half marathon", "--limit", "2"])
+    assert out.exit_code == 0 and "Göteborgsvarvet" in out.output and "of" in out.output
+    out = runner.invoke(cli, ["--vault", root, "search", "runing", "--json"])
+    data = json.loads(out.output)
+    assert data["total"] == 0 and data["suggestion"] == "running"
+    out = runner.invoke(cli, ["--vault", root, "reindex", "--json"])
+    assert out.exit_code == 0 and json.loads(out.output) == {"indexed": 33}
+    out = runner.invoke(cli, ["--vault", root, "doctor"])
+    assert out.exit_code == 0, out.output
+    assert out.output.count("ok ") == 7
+    (Path(root) / "short_term" / "bad.md").write_text("---\na: [\n---\n")
+    out = runner.invoke(cli, ["--vault", root, "doctor", "--json"])
+    assert out.exit_code == 1 and not json.loads(out.output)["ok"]
