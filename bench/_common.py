@@ -120,20 +120,55 @@ family reading music research writing ml data devops testing docs design meeting
 urgent idea bug decision lesson howto""".split()
 
 
+def _pseudo_words(rng: random.Random, count: int) -> list[str]:
+    """``count`` distinct pronounceable words (a stand-in for a real vocabulary's long tail)."""
+    onsets = "b bl br c ch cl cr d dr f fl fr g gl gr h j k l m n p pl pr r s sc sh sk sl sp st t th tr v w z".split()
+    vowels = "a e i o u ai ea ee ie oo ou".split()
+    codas = ["", "", "n", "r", "s", "t", "l", "m", "nd", "st", "ck", "ng"]
+    seen: set[str] = set()
+    while len(seen) < count:
+        word = "".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas)
+                       for _ in range(rng.randint(1, 3)))
+        if len(word) > 2:
+            seen.add(word)
+    return sorted(seen)
+
+
 class Generator:
-    """Deterministic generator of realistic memories (title, Markdown body, tags, type, tier)."""
+    """Deterministic generator of realistic memories (title, Markdown body, tags, type, tier).
+
+    Words follow a Zipf distribution (exponent 1.07, like English text) over a
+    ~20k-word vocabulary: a few hundred frequent everyday words, then a long
+    tail.  A tiny vocabulary would make every query match most documents,
+    which real memories never do.
+    """
+
+    VOCABULARY = 20_000
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
+        vocab_rng = random.Random(12345)  # the same vocabulary for every seed
+        head = list(dict.fromkeys(ADJ + NOUN + VERB))
+        self.vocab = head + [w for w in _pseudo_words(vocab_rng, self.VOCABULARY) if w not in head]
+        weights = [1.0 / (rank + 1) ** 1.07 for rank in range(len(self.vocab))]
+        total, acc = sum(weights), 0.0
+        self._cum = []
+        for w in weights:
+            acc += w / total
+            self._cum.append(acc)
+
+    def word(self) -> str:
+        """One word drawn from the Zipf distribution."""
+        return self.rng.choices(self.vocab, cum_weights=self._cum)[0]
 
     def title(self) -> str:
         r = self.rng
-        return (f"{r.choice(NAMES)} {r.choice(VERB)} {r.choice(ADJ)} {r.choice(NOUN)} "
-                f"for the {r.choice(NOUN)} {r.choice(NOUN)}")
+        return (f"{r.choice(NAMES)} {r.choice(VERB)} {self.word()} {r.choice(NOUN)} "
+                f"for the {self.word()} {r.choice(NOUN)}")
 
     def sentence(self) -> str:
         r = self.rng
-        words = [r.choice(ADJ + NOUN + VERB) for _ in range(r.randint(6, 18))]
+        words = [self.word() for _ in range(r.randint(6, 18))]
         if r.random() < 0.3:
             words.insert(r.randrange(len(words)), r.choice(NAMES))
         if r.random() < 0.15:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sqlite3
 import sys
 import tempfile
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ADJ, NOUN, Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
+from _common import Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGETS = {"create_p50_ms": 30.0, "word_p50_ms": 10.0, "any_p95_ms": 50.0, "fts5_ratio": 5.0}
@@ -54,22 +55,34 @@ def fts5_build(vault: Vault) -> tuple[sqlite3.Connection, float]:
     return db, time.perf_counter() - start
 
 
-def queries(rng: random.Random, n: int) -> dict[str, list[tuple[str, str, dict[str, str]]]]:
-    """(gitmem query, FTS5 MATCH expression, filters) per kind."""
+def queries(rng: random.Random, n: int, gen: Generator,
+            bodies: list[str]) -> dict[str, list[tuple[str, str, dict[str, str]]]]:
+    """(gitmem query, FTS5 MATCH expression, filters) per kind.
+
+    Query words are content words of middling frequency (vocabulary ranks
+    30-3,000), as people search for; phrases are two adjacent words taken
+    from a stored memory, so they exist.
+    """
     def word() -> str:
-        return rng.choice(NOUN)
+        return gen.vocab[rng.randint(30, 3000)]
+
+    def phrase() -> str:
+        words = re.findall(r"[a-z]{3,}", rng.choice(bodies).lower())
+        i = rng.randrange(len(words) - 1)
+        return f'"{words[i]} {words[i + 1]}"'
+
     out: dict[str, list[tuple[str, str, dict[str, str]]]] = {k: [] for k in
                                                              ("word", "phrase", "boolean", "prefix", "filtered")}
     for _ in range(n):
         w = word()
         out["word"].append((w, w, {}))
-        a, b = rng.choice(ADJ), word()
-        out["phrase"].append((f'"{a} {b}"', f'"{a} {b}"', {}))
+        p = phrase()
+        out["phrase"].append((p, p, {}))
         x, y = word(), word()
         op = rng.choice(["AND", "OR", "NOT"])
         out["boolean"].append((f"{x} {op} {y}", f"{x} {op} {y}", {}))
-        p = rng.choice(NOUN + ADJ)[:3]
-        out["prefix"].append((f"{p}*", f"{p}*", {}))
+        stem = word()[:3]
+        out["prefix"].append((f"{stem}*", f"{stem}*", {}))
         tier, mtype = rng.choice(["short_term", "mid_term", "long_term"]), rng.choice(["fact", "episodic", "skill"])
         out["filtered"].append((w, w, {"tier": tier, "type": mtype}))
     return out
@@ -100,7 +113,8 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         out["create_with_index"] = summary_ms(lat)
         vault.index.optimize()
         log("queries")
-        sets = queries(random.Random(n), args.queries)
+        bodies = [vault._read_file(r.path).body for r in list(vault.catalog.all_rows())[:500]]  # noqa: SLF001
+        sets = queries(random.Random(n), args.queries, gen, bodies)
         out["queries"] = {}
 
         def fts_run(_: str, match: str, filters: dict[str, str]) -> list[Any]:

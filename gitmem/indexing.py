@@ -121,8 +121,10 @@ class IndexMixin:
         index.set_state("commit", head.decode() if head else "")
         return report
 
-    def _index_changes(self: "Vault", changes: Sequence[FileChange]) -> None:
-        """Index the memory files of a commit this Vault just made (lock held)."""
+    def _index_changes(self: "Vault", changes: Sequence[FileChange], new: Sequence[str] = ()) -> None:
+        """Index the memory files of a commit this Vault just made (lock held).
+
+        ``new`` lists paths that did not exist before the commit (faster to add)."""
         if self._search_index is None and not (self.state_dir / "index").exists():
             return  # no index yet: it is built from the files on first use
         index = self.index
@@ -132,7 +134,7 @@ class IndexMixin:
         if gone:
             index.delete(gone)
         if docs:
-            index.upsert(docs)
+            index.upsert(docs, new=set(new))
 
     # ----------------------------------------------------------- front doors
     def refresh(self: "Vault", paths: Iterable[str] | None = None) -> RefreshReport:

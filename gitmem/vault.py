@@ -433,7 +433,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.catalog.add_touches(sha.decode(), when, touched)
                 self.catalog.set("history_tip", sha.decode())
-        self._index_changes(changes)
+        self._index_changes(changes, new=[t[1] for t in touched if t[2] == "add" and t[1]])
         self._schedule_index_flush()
 
     def _is_memory_path(self, path: str) -> bool:
@@ -455,6 +455,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
         try:
             with self.lock.hold():
                 self.git.flush_index()
+                if self._search_index is not None:
+                    self._search_index.merge_small()
                 self.git.pack_if_needed()
         except Exception:  # noqa: BLE001 - best effort in a timer thread; close() retries
             pass
