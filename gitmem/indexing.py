@@ -125,8 +125,12 @@ class IndexMixin:
         """Index the memory files of a commit this Vault just made (lock held).
 
         ``new`` lists paths that did not exist before the commit (faster to add)."""
-        if self._search_index is None and not (self.state_dir / "index").exists():
-            return  # no index yet: it is built from the files on first use
+        if self._search_index is None:
+            if (self.state_dir / "index").exists():
+                # Opening catches up with the files on disk, this commit's included;
+                # indexing the changes again would add a second copy of new files.
+                self.index  # noqa: B018
+            return  # (no index yet: it is built from the files on first use)
         index = self.index
         gone = [c.path for c in changes if c.data is None and self._is_memory_path(c.path)]
         docs = [self._doc(self._read_file(c.path, c.data), blob_id(c.data))

@@ -149,3 +149,33 @@ def test_cli_search_reindex_doctor(sample_vault: Vault) -> None:
     (Path(root) / "short_term" / "bad.md").write_text("---\na: [\n---\n")
     out = runner.invoke(cli, ["--vault", root, "doctor", "--json"])
     assert out.exit_code == 1 and not json.loads(out.output)["ok"]
+
+
+def test_processes_writing_with_an_index_lose_no_update(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    root = tmp_path / "v"
+    with Vault.init(root) as v:
+        v.add("seed", "seed note")
+        v.search("seed")  # the index exists: every process's writes must update it
+    script = ("import sys\nfrom gitmem import Vault\n"
+              "with Vault.open(sys.argv[1], author=f'p{sys.argv[2]}') as v:\n"
+              "    for i in range(6):\n"
+              "        m = v.add(f'proc {sys.argv[2]} note {i}', f'quokka{sys.argv[2]}x{i} text')\n"
+              "        if i % 2:\n            v.update(m.id, append='wombat')\n"
+              "        v.search('quokka')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(root), str(n)]) for n in range(4)]
+    assert [p.wait(timeout=180) for p in procs] == [0, 0, 0, 0]
+    index = SearchIndex(root / ".git" / "gitmem" / "index")
+    try:
+        with Vault.open(root) as v:
+            on_disk = {m.path for m in v.list()}
+            assert set(index.indexed()) == on_disk and len(on_disk) == 25
+            assert index.doc_count() == 25  # no path indexed twice
+            for n in range(4):
+                for i in range(6):
+                    assert v.search(f"quokka{n}x{i}").total == 1
+            assert v.search("wombat").total == 12
+    finally:
+        index.close()
+    assert_clean(root)
