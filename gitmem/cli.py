@@ -109,10 +109,10 @@ def init(ctx: click.Context, directory: str, from_dir: str | None, as_json: bool
     vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"))
     ctx.call_on_close(vault.close)
     count = len(vault.list(status=None))
-    head = vault.git.head()
-    emit({"path": str(vault.root), "memories": count, "commit": head.decode() if head else None},
+    head = vault.head
+    emit({"path": str(vault.root), "memories": count, "commit": head},
          as_json, f"initialised vault {vault.root} with {count} memories"
-                  f"{f'  (commit {head.decode()[:7]})' if head else ''}")
+                  f"{f'  (commit {head[:7]})' if head else ''}")
 
 
 @cli.command()
@@ -392,7 +392,7 @@ def reindex(ctx: click.Context, as_json: bool) -> None:
       gitmem reindex
     """
     vault = open_vault(ctx)
-    total = len(vault._disk_files())
+    total = len(vault.list(status=None))
     if as_json or not sys.stderr.isatty():
         count = vault.reindex()
     else:

@@ -169,6 +169,12 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
     def __exit__(self, *_: Any) -> None:
         self.close()
 
+    @property
+    def head(self) -> str | None:
+        """The sha of the vault's latest commit (None before the first)."""
+        sha = self.git.head()
+        return sha.decode() if sha else None
+
     def now(self) -> str:
         """The injected clock's time as ISO 8601 UTC."""
         return iso_now(self.clock())
