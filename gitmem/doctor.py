@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput
-from .schema import clean_metadata
+from .markdown import parse_text
+from .schema import clean_metadata, derive
 
 if TYPE_CHECKING:  # pragma: no cover
     from .vault import Vault
@@ -78,16 +79,15 @@ def _metadata(vault: "Vault") -> Finding:
     for row in vault.catalog.all_rows():
         if row.problem:
             continue
-        data = vault._read_file(row.path)
-        raw = {k: v for k, v in data.meta.items()}
+        parsed = parse_text((vault.root / row.path).read_text("utf-8", "replace"))
         try:
-            clean_metadata(raw, tiers=vault.config.tiers)
+            clean_metadata(derive(row.path, parsed.meta, parsed.body, tiers=vault.config.tiers),
+                           tiers=vault.config.tiers)
         except InvalidInput as exc:
             details[row.path] = exc.message
-        from .markdown import parse_text
-        written_tier = parse_text((vault.root / row.path).read_text("utf-8", "replace")).meta.get("tier")
-        if written_tier and written_tier != data.tier:
-            details.setdefault(row.path, f"frontmatter says tier {written_tier!r} but the file is in {data.tier}/")
+        written_tier, folder = parsed.meta.get("tier"), row.path.split("/", 1)[0]
+        if written_tier and written_tier != folder:
+            details.setdefault(row.path, f"frontmatter says tier {written_tier!r} but the file is in {folder}/")
         if row.id in seen:
             details[row.path] = f"duplicate id {row.id} (also in {seen[row.id]})"
         seen.setdefault(row.id, row.path)

@@ -81,10 +81,10 @@ class HistoryMixin:
         removed: dict[str, str] = {}
         present: dict[str, tuple[str, bool]] = {}  # id -> (path, existed before)
         for change in self.git.changes_between(parent, sha):
-            if change.old_path and self._is_memory_path(change.old_path) and change.new_sha is None:
+            if change.old_path and self.is_memory_path(change.old_path) and change.new_sha is None:
                 data = self.git.blob(change.old_sha) if change.old_sha else b""
                 removed[id_from_blob(data) or path_id(change.old_path)] = change.old_path
-            if change.new_path and self._is_memory_path(change.new_path) and change.new_sha:
+            if change.new_path and self.is_memory_path(change.new_path) and change.new_sha:
                 data = self.git.blob(change.new_sha)
                 mid = id_from_blob(data) or path_id(change.new_path)
                 present[mid] = (change.new_path, change.old_sha is not None)
@@ -225,7 +225,7 @@ class HistoryMixin:
             changes = [FileChange(target, data)]
             if current is not None and current.path != target:
                 changes.insert(0, FileChange(current.path, None))
-            sha = self._commit(changes, f"restore: {old.title} to {old.commit[:8]}", "restore",
+            done = self._commit(changes, f"restore: {old.title} to {old.commit[:8]}", "restore",
                                [(memory_id, target, "restore")], author=who,
                                forced=bool(force and current and self._protected(current)))
-        return self._written(target, data, sha)
+        return self._written(done, target)

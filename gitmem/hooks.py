@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .errors import Conflict, GitmemError, InvalidInput, StorageError
+from .paths import is_memory_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from .vault import Vault
@@ -278,7 +279,7 @@ def _post_hook(name: str, args: list[str], root: Path, echo: Echo) -> None:
     with Vault.open(root, lock_timeout=_HOOK_LOCK_TIMEOUT) as vault:
         paths = _changed_paths(vault, name, args)
         if paths is not None:
-            paths = [p for p in paths if vault._is_memory_path(p)]
+            paths = [p for p in paths if vault.is_memory_path(p)]
         # No index yet: it is built on first use.  No memory changed: nothing to refresh.
         if (vault.state_dir / "index").exists() and paths != []:
             report = vault.refresh(paths)
@@ -323,15 +324,6 @@ def _git(root: Path, *args: str, data: bytes | None = None) -> bytes:
     return result.stdout
 
 
-def _memory_path(path: str, tiers: Sequence[str]) -> bool:
-    # Mirrors Vault._is_memory_path; pre-commit avoids opening a Vault, which
-    # could try to rewrite .git/index while git holds index.lock.
-    from .paths import is_hidden_part
-    parts = path.split("/")
-    return (len(parts) > 1 and parts[0] in tiers and path.endswith(".md")
-            and not any(is_hidden_part(p) for p in parts))
-
-
 def staged_problems(root: Path) -> list[tuple[str, str]]:
     """(path, problem) for each staged (added or modified) memory file whose
     content in the git index is not valid: not UTF-8, frontmatter that does
@@ -351,7 +343,8 @@ def staged_problems(root: Path) -> list[tuple[str, str]]:
         if len(parts) < 5 or not parts[1].startswith("100"):
             continue  # symlinks and submodules are not memory files
         path = path_b.decode("utf-8", "surrogateescape")
-        if _memory_path(path, config.tiers):
+        # no Vault here: opening one could rewrite .git/index while git holds index.lock
+        if is_memory_path(path, config.tiers):
             staged.append((path, parts[3]))
     if not staged:
         return []

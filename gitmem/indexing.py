@@ -21,8 +21,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from .catalog import id_from_blob
 from .errors import InvalidInput
 from .gitstore import FileChange, blob_id
+from .schema import path_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from .schema import Memory
@@ -121,10 +123,13 @@ class IndexMixin:
         index.set_state("commit", head.decode() if head else "")
         return report
 
-    def _index_changes(self: "Vault", changes: Sequence[FileChange], new: Sequence[str] = ()) -> None:
+    def _index_changes(self: "Vault", written: Mapping[str, tuple["Memory", str]],
+                       removed: Sequence[str], new: Sequence[str] = ()) -> None:
         """Index the memory files of a commit this Vault just made (lock held).
 
-        ``new`` lists paths that did not exist before the commit (faster to add)."""
+        ``written`` maps each written path to its parsed memory and blob id;
+        ``new`` lists paths that did not exist before the commit (faster to add).
+        """
         if self._search_index is None:
             if (self.state_dir / "index").exists():
                 # Opening catches up with the files on disk, this commit's included;
@@ -132,13 +137,11 @@ class IndexMixin:
                 self.index  # noqa: B018
             return  # (no index yet: it is built from the files on first use)
         index = self.index
-        gone = [c.path for c in changes if c.data is None and self._is_memory_path(c.path)]
-        docs = [self._doc(self._read_file(c.path, c.data), blob_id(c.data))
-                for c in changes if c.data is not None and self._is_memory_path(c.path)]
-        if gone:
-            index.delete(gone)
-        if docs:
-            index.upsert(docs, new=set(new))
+        if removed:
+            index.delete(list(removed))
+        if written:
+            index.upsert([self._doc(memory, blob_hash) for memory, blob_hash in written.values()],
+                         new=set(new))
 
     # ----------------------------------------------------------- front doors
     def refresh(self: "Vault", paths: Iterable[str] | None = None) -> RefreshReport:
@@ -151,7 +154,7 @@ class IndexMixin:
             if paths is None:
                 report = self._catch_up(self.index)
             else:
-                wanted = sorted({p for p in paths if self._is_memory_path(p)})
+                wanted = sorted({p for p in paths if self.is_memory_path(p)})
                 changed, removed = self.scan_paths(wanted)
                 index = self.index
                 indexed = index.indexed()
@@ -208,10 +211,10 @@ class IndexMixin:
         if paths is None:
             self.scan()
             head_files = {p: s.decode() for p, s in self.git.list_tree(self.git.head()).items()
-                          if self._is_memory_path(p)}
+                          if self.is_memory_path(p)}
             candidates = set(head_files) | set(self.catalog.hashes())
         else:
-            candidates = {p for p in paths if self._is_memory_path(p)}
+            candidates = {p for p in paths if self.is_memory_path(p)}
             self.scan_paths(sorted(candidates))
             head = self.git.head()
             head_files = {}
@@ -246,8 +249,6 @@ class IndexMixin:
             for change in changes:
                 if change.data is None:
                     prior = self.git.read_at(self.git.head(), change.path) or b""
-                    from .catalog import id_from_blob
-                    from .schema import path_id
                     touched.append((id_from_blob(prior) or path_id(change.path), None, "edit"))
                 else:
                     touched.append((self._read_file(change.path, change.data).id, change.path, "edit"))
@@ -262,9 +263,9 @@ class IndexMixin:
                 f"{'D' if c.data is None else ('M' if self.git.blob_sha_at(head, c.path) else 'A')} {c.path}"
                 for c in changes)
             who = self._author(author) if author else self.config.user
-            sha = self._commit(changes, subject, "edit", touched, author=who, body=listing,
-                               write_worktree=False)
-        return sha.decode()
+            done = self._commit(changes, subject, "edit", touched, author=who, body=listing,
+                                write_worktree=False)
+        return done.sha
 
 
 def _opt(value: Any) -> str | None:

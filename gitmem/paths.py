@@ -21,12 +21,13 @@ import os
 import re
 import unicodedata
 from pathlib import Path
+from typing import Sequence
 from urllib.parse import unquote
 
 from .errors import InvalidPath
 
 __all__ = ["slugify", "check_relpath", "inside", "memory_relpath", "WINDOWS_RESERVED",
-           "MAX_SLUG_CHARS", "is_hidden_part"]
+           "MAX_SLUG_CHARS", "is_hidden_part", "is_memory_path"]
 
 MAX_SLUG_CHARS = 80
 MAX_PATH_BYTES = 1024
@@ -73,6 +74,14 @@ def memory_relpath(tier: str, memory_id: str, stem: str) -> str:
 def is_hidden_part(part: str) -> bool:
     """True for path parts gitmem never treats as memories (``.git``, ``.obsidian`` ...)."""
     return part.startswith(".") or part in {"node_modules", "__pycache__"}
+
+
+def is_memory_path(path: str, tiers: Sequence[str]) -> bool:
+    """True for a vault-relative path that is a memory: a ``.md`` file under a
+    tier folder, with no hidden part (``.obsidian``, ``.trash``, temp files)."""
+    parts = path.split("/")
+    return (len(parts) > 1 and parts[0] in tiers and path.endswith(".md")
+            and not any(is_hidden_part(p) for p in parts))
 
 
 def check_relpath(raw: str, *, what: str = "path") -> str:

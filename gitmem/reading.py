@@ -22,7 +22,12 @@ from .schema import Memory, clean_metadata, derive
 if TYPE_CHECKING:  # pragma: no cover
     from .vault import Vault
 
-__all__ = ["ReadMixin"]
+__all__ = ["ReadMixin", "row_fields"]
+
+
+def row_fields(memory: Memory) -> tuple[dict[str, Any], str | None]:
+    """(frontmatter without the id, problem text) as the catalog stores them."""
+    return {k: v for k, v in memory.meta.items() if k != "id"}, "; ".join(memory.problems) or None
 
 
 class ReadMixin:
@@ -55,8 +60,7 @@ class ReadMixin:
         except (FileNotFoundError, IsADirectoryError):
             return None
         memory = self._read_file(path, data)
-        return (memory.id, {k: v for k, v in memory.meta.items() if k != "id"},
-                "; ".join(memory.problems) or None, blob_id(data))
+        return (memory.id, *row_fields(memory), blob_id(data))
 
     def _read_file(self: "Vault", path: str, data: bytes | None = None) -> Memory:
         """Parse one memory file (from disk, or ``data``) without ever writing it."""
@@ -81,7 +85,7 @@ class ReadMixin:
 
     def scan_paths(self: "Vault", paths: Iterable[str]) -> tuple[list[str], list[str]]:
         """Like :meth:`scan` for just these vault-relative paths."""
-        wanted = [p for p in paths if self._is_memory_path(p)]
+        wanted = [p for p in paths if self.is_memory_path(p)]
         present: dict[str, os.stat_result] = {}
         for path in wanted:
             full = self.root / path

@@ -12,6 +12,7 @@ import atexit
 import os
 import threading
 import weakref
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -21,16 +22,16 @@ from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env
 from .errors import (Conflict, ContentTooLarge, InvalidContent,
                      InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
                      NotFound, Protected)
-from .gitstore import FileChange, GitStore
+from .gitstore import FileChange, GitStore, blob_id
 from .history import HistoryMixin
 from .indexing import IndexMixin
-from .reading import ReadMixin
+from .reading import ReadMixin, row_fields
 from .locking import VaultLock
 from .markdown import ParsedFile, decode, parse_text, render
-from .paths import check_relpath, inside, is_hidden_part, memory_relpath, slugify
+from .paths import check_relpath, inside, is_hidden_part, is_memory_path, memory_relpath, slugify
 from .schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
 
-__all__ = ["Vault"]
+__all__ = ["Vault", "Committed"]
 
 Clock = Callable[[], datetime]
 GITIGNORE = """\
@@ -61,6 +62,14 @@ def _close_all() -> None:  # pragma: no cover - exercised by CLI subprocess test
             vault.close()
         except Exception:  # noqa: BLE001 - never fail interpreter shutdown
             pass
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What :meth:`Vault._commit` made: the commit id and the memories it wrote."""
+
+    sha: str
+    memories: dict[str, Memory]
 
 
 class Vault(ReadMixin, HistoryMixin, IndexMixin):
@@ -237,9 +246,9 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
             else:
                 rel = memory_relpath(tier, memory_id, self._unique_stem(title, memory_id))
             data = self._render(meta, body)
-            sha = self._commit([FileChange(rel, data)], f"add: {title}", "add",
-                               [(memory_id, rel, "add")], author=who)
-        return self._written(rel, data, sha)
+            done = self._commit([FileChange(rel, data)], f"add: {title}", "add",
+                                [(memory_id, rel, "add")], author=who)
+        return self._written(done, rel)
 
     def _new_path(self, path: str, meta: dict[str, Any]) -> str:
         rel = check_relpath(path)
@@ -334,9 +343,9 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
                 return memory  # nothing changed: no empty commit
             data = self._render(new_meta, new_body, parsed.raw_blocks)
             subject = message or f"update: {new_meta['title']}"
-            sha = self._commit([FileChange(memory.path, data)], subject, "update",
+            done = self._commit([FileChange(memory.path, data)], subject, "update",
                                [(memory.id, memory.path, "update")], author=who, forced=force and self._protected(memory))
-        return self._written(memory.path, data, sha)
+        return self._written(done, memory.path)
 
     def move(self, ref: str, tier: str, *, force: bool = False, author: str | Identity | None = None,
              extra_meta: Mapping[str, Any] | None = None, op: str = "move") -> Memory:
@@ -371,9 +380,9 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
             if new_path != memory.path:
                 changes.insert(0, FileChange(memory.path, None))
             subject = f"{op}: {memory.title} {memory.tier} -> {tier}"
-            sha = self._commit(changes, subject, op, [(memory.id, new_path, op)], author=who,
+            done = self._commit(changes, subject, op, [(memory.id, new_path, op)], author=who,
                                forced=force and self._protected(memory))
-        return self._written(new_path, data, sha)
+        return self._written(done, new_path)
 
     def delete(self, ref: str, *, hard: bool = False, force: bool = False,
                author: str | Identity | None = None) -> Memory:
@@ -394,20 +403,22 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
         with self.lock.hold():
             memory = self.get(ref)
             self._guard(memory, force, "delete")
-            sha = self._commit([FileChange(memory.path, None)], f"delete: {memory.title} (hard)", "delete",
+            done = self._commit([FileChange(memory.path, None)], f"delete: {memory.title} (hard)", "delete",
                                [(memory.id, None, "delete")], author=who, forced=force and self._protected(memory))
-        memory.commit = sha.decode()
+        memory.commit = done.sha
         return memory
 
     # --------------------------------------------------------------- commit
-    def _written(self, path: str, data: bytes, sha: bytes) -> Memory:
-        memory = self._read_file(path, data)
-        memory.commit = sha.decode()
+    @staticmethod
+    def _written(done: "Committed", path: str) -> Memory:
+        """The memory a write produced (parsed once, in :meth:`_after_commit`)."""
+        memory = done.memories[path]
+        memory.commit = done.sha
         return memory
 
     def _commit(self, changes: Sequence[FileChange], subject: str, op: str,
                 touched: Sequence[tuple[str, str | None, str]], *, author: Identity | None = None,
-                forced: bool = False, body: str = "", write_worktree: bool = True) -> bytes:
+                forced: bool = False, body: str = "", write_worktree: bool = True) -> "Committed":
         """Make one commit of ``changes`` and update the caches. Lock must be held."""
         who = author or self.author
         trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
@@ -420,32 +431,40 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin):
             parent = self.git.head()
             when = self.clock().timestamp()
             sha = self.git.commit_files(changes, message, who, when=when, write_worktree=write_worktree)
-            self._after_commit(parent, sha, changes, touched, int(when))
-        return sha
+            memories = self._after_commit(parent, sha, changes, touched, int(when))
+        return Committed(sha.decode(), memories)
 
     def _after_commit(self, parent: bytes | None, sha: bytes, changes: Sequence[FileChange],
-                      touched: Sequence[tuple[str, str | None, str]], when: int) -> None:
-        """Update caches for a commit this Vault made (lock held)."""
-        memory_paths = [c for c in changes if self._is_memory_path(c.path)]
+                      touched: Sequence[tuple[str, str | None, str]], when: int) -> dict[str, Memory]:
+        """Update caches for a commit this Vault made (lock held).
+
+        Each written memory file is parsed and hashed once here; the catalog,
+        the search index and the caller's return value all use that parse.
+        """
+        written: dict[str, tuple[Memory, str]] = {}
+        removed: list[str] = []
+        for change in changes:
+            if not self.is_memory_path(change.path):
+                continue
+            if change.data is None:
+                removed.append(change.path)
+            else:
+                written[change.path] = (self._read_file(change.path, change.data), blob_id(change.data))
         with self.catalog.transaction():
-            for change in memory_paths:
-                if change.data is None:
-                    self.catalog.drop([change.path])
-                else:
-                    memory_id, meta, problem, blob_hash = self._load_row(change.path, change.data)  # type: ignore[misc]
-                    st = os.stat(self.root / change.path)
-                    self.catalog.put(change.path, memory_id, st, meta, problem, blob_hash)
+            self.catalog.drop(removed)
+            for path, (memory, blob_hash) in written.items():
+                self.catalog.put(path, memory.id, os.stat(self.root / path), *row_fields(memory), blob_hash)
             tip = self.catalog.get("history_tip")
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.catalog.add_touches(sha.decode(), when, touched)
                 self.catalog.set("history_tip", sha.decode())
-        self._index_changes(changes, new=[t[1] for t in touched if t[2] == "add" and t[1]])
+        self._index_changes(written, removed, new=[t[1] for t in touched if t[2] == "add" and t[1]])
         self._schedule_index_flush()
+        return {path: memory for path, (memory, _) in written.items()}
 
-    def _is_memory_path(self, path: str) -> bool:
-        parts = path.split("/")
-        return (len(parts) > 1 and parts[0] in self.config.tiers and path.endswith(".md")
-                and not any(is_hidden_part(p) for p in parts))
+    def is_memory_path(self, path: str) -> bool:
+        """True if the vault-relative ``path`` is a memory file (see :func:`paths.is_memory_path`)."""
+        return is_memory_path(path, self.config.tiers)
 
     def _schedule_index_flush(self) -> None:
         if self._flush_timer:

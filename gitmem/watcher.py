@@ -316,7 +316,7 @@ class Watcher:
                         self._walk.append(came)
             else:
                 for rel in (src, dest):
-                    if rel is not None and self.vault._is_memory_path(rel):
+                    if rel is not None and self.vault.is_memory_path(rel):
                         self._pending[rel] = now
                         relevant = True
             if relevant:
@@ -522,7 +522,7 @@ class Watcher:
                 dirs[:] = [d for d in dirs if not is_hidden_part(d)]
                 for name in files:
                     rel = self._rel(os.path.join(folder, name))
-                    if rel is not None and self.vault._is_memory_path(rel):
+                    if rel is not None and self.vault.is_memory_path(rel):
                         found.add(rel)
         return found
 
