@@ -50,6 +50,7 @@ from whoosh import highlight, query as wq, scoring
 from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.analysis.analyzers import STOP_WORDS
 from whoosh.columns import NumericColumn, VarBytesColumn
+from whoosh.filedb.filestore import FileStorage
 from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
@@ -238,33 +239,64 @@ class SearchIndex:
     # --- opening, stamping, recreating ------------------------------------------------
 
     def _open(self) -> Any:
-        """Open the index if its stamp matches and a probe of everything reads back."""
+        """Open the index if its stamp matches and a probe of everything reads back;
+        otherwise recreate it empty (``needs_rebuild``)."""
         if _read_json(self.dir / _STAMP) == self._stamp:
-            with warnings.catch_warnings():   # whoosh leaks the file it failed to read
-                warnings.simplefilter("ignore", ResourceWarning)
-                try:
-                    ix = whoosh.index.open_dir(str(self.dir), indexname=_INDEX_NAME,
-                                               schema=self._schema)
-                    with ix.searcher() as s:
-                        r = s.reader()
-                        next(iter(r.lexicon("path")), None)
-                        for n in list(r.all_doc_ids())[:1]:
-                            r.stored_fields(n)
+            # A probe can fail transiently while another process commits (its merge
+            # deletes segment files this TOC still names): retry before judging.
+            for delay in (0.0, 0.05, 0.2):
+                time.sleep(delay)
+                ix = self._probe()
+                if ix is not None:
                     return ix
-                except Exception:  # noqa: BLE001 - whatever broke, the cache is unusable
-                    pass
-                finally:
-                    gc.collect()
         return self._recreate()
 
+    def _probe(self) -> Any:
+        """The opened index if the stamp matches and everything reads back, else None."""
+        if _read_json(self.dir / _STAMP) != self._stamp:
+            return None
+        with warnings.catch_warnings():   # whoosh leaks the file it failed to read
+            warnings.simplefilter("ignore", ResourceWarning)
+            try:
+                ix = whoosh.index.open_dir(str(self.dir), indexname=_INDEX_NAME,
+                                           schema=self._schema)
+                with ix.searcher() as s:
+                    r = s.reader()
+                    next(iter(r.lexicon("path")), None)
+                    for n in list(r.all_doc_ids())[:1]:
+                        r.stored_fields(n)
+                return ix
+            except Exception:  # noqa: BLE001 - whatever broke, the cache is unusable
+                return None
+            finally:
+                gc.collect()
+
     def _recreate(self) -> Any:
-        """Delete the index files (and the state describing them) and start empty."""
-        for p in self.dir.iterdir():
-            if p.name == _STATE or (p.name.startswith((f"_{_INDEX_NAME}_", f"{_INDEX_NAME}_"))
-                                    and p.name != f"{_INDEX_NAME}_WRITELOCK"):
-                p.unlink(missing_ok=True)
-        ix = whoosh.index.create_in(str(self.dir), self._schema, indexname=_INDEX_NAME)
-        _write_json_atomic(self.dir / _STAMP, self._stamp)
+        """Delete the index files (and the state describing them) and start empty.
+
+        Done under Whoosh's write lock, and only if the index still does not open
+        once the lock is held: a writer in another process is never mid-commit while
+        its files are deleted, and an index another process just rebuilt is kept."""
+        lock = FileStorage(str(self.dir)).lock(f"{_INDEX_NAME}_WRITELOCK")
+        deadline = time.monotonic() + self.WRITE_TIMEOUT
+        while not lock.acquire(blocking=False):
+            if time.monotonic() >= deadline:
+                raise StorageError("index busy: another process holds the search index "
+                                   "write lock", hint="retry in a moment")
+            time.sleep(0.05)
+        try:
+            ix = self._probe()
+            if ix is not None:
+                return ix
+            for p in self.dir.iterdir():
+                if p.name == _STATE or (p.name.startswith((f"_{_INDEX_NAME}_",
+                                                           f"{_INDEX_NAME}_"))
+                                        and p.name != f"{_INDEX_NAME}_WRITELOCK"):
+                    p.unlink(missing_ok=True)
+            ix = whoosh.index.create_in(str(self.dir), self._schema, indexname=_INDEX_NAME)
+            _write_json_atomic(self.dir / _STAMP, self._stamp)
+        finally:
+            lock.release()
         self.needs_rebuild = True
         return ix
 
@@ -421,6 +453,8 @@ class SearchIndex:
         """``path -> hash`` of every indexed document (for catch-up diffing)."""
         with self._lock:
             r = self._refresh().reader()
+            if not r.doc_count_all():   # an index with no segments has no columns
+                return {}
             paths, hashes = r.column_reader("path"), r.column_reader("hash")
             return {paths[n]: hashes[n].decode() for n in r.all_doc_ids()}
 

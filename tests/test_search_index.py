@@ -326,6 +326,65 @@ def test_write_lock_held_elsewhere_becomes_storage_error(tmp_path: Path) -> None
     ix.close()
 
 
+WRITER = """
+import sys
+from gitmem.search import IndexDoc, SearchIndex
+ix = SearchIndex(sys.argv[1])
+ix.MAX_SEGMENTS = 3          # merge (and delete segment files) on most commits
+for n in range(int(sys.argv[2])):
+    ix.upsert([IndexDoc(path=f"w{n}.md", id=f"w{n}", title="w", body=f"churn word{n}",
+                        hash=str(n))], new=[f"w{n}.md"])
+ix.close()
+"""
+
+
+def test_opening_while_another_process_merges_never_wipes_the_index(tmp_path: Path) -> None:
+    # A reader that opens the index while another process's commit deletes merged
+    # segment files sees a probe failure; that must never be taken for corruption.
+    seed = SearchIndex(tmp_path / "i")
+    seed.upsert([doc("seed.md", "the seed stays")])
+    seed.close()
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "i"), "150"])
+    opens = 0
+    try:
+        while writer.poll() is None or opens < 5:
+            ix = SearchIndex(tmp_path / "i")
+            assert not ix.needs_rebuild, "a concurrent commit was mistaken for corruption"
+            assert "seed.md" in ix.indexed()
+            ix.close()
+            opens += 1
+    finally:
+        writer.wait(timeout=60)
+    assert writer.returncode == 0 and opens >= 5
+    ix = SearchIndex(tmp_path / "i")
+    assert ix.doc_count() == 151
+    ix.close()
+
+
+def test_index_unreadable_mid_commit_is_kept_once_the_writer_finishes(tmp_path: Path) -> None:
+    # Deterministic form of the race above: while a writer holds the lock, a segment
+    # file the TOC names is missing.  The opener must wait for the writer, not wipe.
+    import threading
+    seed = SearchIndex(tmp_path / "i")
+    seed.upsert([doc("seed.md", "the seed stays")])
+    held = seed._ix.writer()
+    segment = next(p for p in (tmp_path / "i").iterdir() if p.suffix == ".seg")
+    hidden = segment.with_name(segment.name + ".moved")
+    segment.rename(hidden)
+    opened: list[SearchIndex] = []
+    opener = threading.Thread(target=lambda: opened.append(SearchIndex(tmp_path / "i")))
+    opener.start()
+    opener.join(0.6)                 # past the retries: now waiting for the write lock
+    assert opener.is_alive()
+    hidden.rename(segment)
+    held.cancel()
+    opener.join(10)
+    assert opened and not opened[0].needs_rebuild
+    assert paths(opened[0].search("seed")) == ["seed.md"]
+    opened[0].close()
+    seed.close()
+
+
 def test_state_survives_reopen(tmp_path: Path) -> None:
     ix = SearchIndex(tmp_path / "i")
     assert ix.get_state("last_commit") is None
