@@ -23,16 +23,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from .markdown import memory_links
+from .similarity import content_key, sketch
+
 __all__ = ["Catalog", "FileRow", "Touch"]
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, id TEXT NOT NULL, stem_key TEXT NOT NULL, title_key TEXT NOT NULL,
     mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, meta TEXT NOT NULL, problem TEXT,
-    hash TEXT NOT NULL
+    hash TEXT NOT NULL,
+    tier TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, importance INTEGER NOT NULL,
+    updated TEXT NOT NULL, title TEXT NOT NULL, gist TEXT NOT NULL, content_key TEXT NOT NULL,
+    ext_id TEXT
 );
 CREATE INDEX IF NOT EXISTS files_id ON files(id);
+CREATE INDEX IF NOT EXISTS files_listing ON files(tier, status, importance DESC, updated DESC);
+CREATE INDEX IF NOT EXISTS files_content ON files(content_key);
+CREATE INDEX IF NOT EXISTS files_ext ON files(ext_id) WHERE ext_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS sketch (path TEXT NOT NULL, h INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS sketch_h ON sketch(h);
+CREATE INDEX IF NOT EXISTS sketch_path ON sketch(path);
+CREATE TABLE IF NOT EXISTS links (path TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS links_target ON links(target);
+CREATE INDEX IF NOT EXISTS links_path ON links(path);
+CREATE TABLE IF NOT EXISTS retrievals (
+    id TEXT PRIMARY KEY, count INTEGER NOT NULL, last INTEGER NOT NULL
+);
 CREATE INDEX IF NOT EXISTS files_stem ON files(stem_key);
 CREATE INDEX IF NOT EXISTS files_title ON files(title_key);
 CREATE TABLE IF NOT EXISTS touches (
@@ -64,6 +82,22 @@ class Touch:
     path: str | None
     op: str
     time: int
+
+
+_GIST_CHARS = 120
+
+
+def gist(meta: dict[str, Any], body: str) -> str:
+    """One line saying what a memory holds: its ``summary``, else its first prose line."""
+    text = str(meta.get("summary") or "")
+    if not text:
+        for line in body.splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "---", "```", "<!--")):
+                text = line.lstrip("-*> ").strip()
+                break
+    text = " ".join(text.split())
+    return text if len(text) <= _GIST_CHARS else text[: _GIST_CHARS - 1].rstrip() + "\u2026"
 
 
 def stem_key(path: str) -> str:
@@ -99,7 +133,9 @@ class Catalog:
         if version is None:
             db.execute("INSERT OR REPLACE INTO kv VALUES ('schema', ?)", (SCHEMA_VERSION,))
         elif version[0] != SCHEMA_VERSION:
-            db.executescript("DROP TABLE files; DROP TABLE touches; DROP TABLE kv;")
+            db.executescript("DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS touches; "
+                             "DROP TABLE IF EXISTS kv; DROP TABLE IF EXISTS sketch; "
+                             "DROP TABLE IF EXISTS retrievals; DROP TABLE IF EXISTS links;")
             db.executescript(_SCHEMA)
             db.execute("INSERT INTO kv VALUES ('schema', ?)", (SCHEMA_VERSION,))
         return db
@@ -119,16 +155,36 @@ class Catalog:
             self.db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, value))
 
     # ------------------------------------------------------------ files
-    def put(self, path: str, memory_id: str, st: os.stat_result, meta: dict[str, Any],
-            problem: str | None, blob_hash: str) -> None:
-        """Record (or replace) one file's row."""
+    def put(self, path: str, memory_id: str, st: os.stat_result | None, meta: dict[str, Any],
+            problem: str | None, body: str, blob_hash: str) -> None:
+        """Record (or replace) one file's row, its listing columns and its sketch.
+
+        ``st`` None records a file not written yet (mtime 0: never taken as fresh)."""
+        title = str(meta.get("title", ""))
+        importance = meta.get("importance", 3)
+        ext = meta.get("external_write_id")
         self.db.execute(
-            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, memory_id, stem_key(path), str(meta.get("title", "")).casefold(), st.st_mtime_ns,
-             st.st_size, json.dumps(meta, ensure_ascii=False, default=str), problem, blob_hash))
+            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (path, memory_id, stem_key(path), title.casefold(), st.st_mtime_ns if st else 0,
+             st.st_size if st else -1, json.dumps(meta, ensure_ascii=False, default=str), problem,
+             blob_hash, str(meta.get("tier", "")), str(meta.get("type", "memory")),
+             str(meta.get("status", "active")),
+             importance if isinstance(importance, int) and not isinstance(importance, bool) else 3,
+             str(meta.get("updated") or meta.get("created") or ""), title, gist(meta, body),
+             content_key(body or title, meta.get("type"), meta.get("scope")),
+             str(ext) if ext not in (None, "") else None))
+        self.db.execute("DELETE FROM sketch WHERE path=?", (path,))
+        self.db.executemany("INSERT INTO sketch VALUES (?, ?)",
+                            [(path, h) for h in sketch(f"{title}\n{body}")])
+        self.db.execute("DELETE FROM links WHERE path=?", (path,))
+        self.db.executemany("INSERT INTO links VALUES (?, ?, ?)",
+                            [(path, t.casefold(), r) for t, r in memory_links(meta, body)])
 
     def drop(self, paths: Iterable[str]) -> None:
-        self.db.executemany("DELETE FROM files WHERE path=?", [(p,) for p in paths])
+        rows = [(p,) for p in paths]
+        self.db.executemany("DELETE FROM files WHERE path=?", rows)
+        self.db.executemany("DELETE FROM sketch WHERE path=?", rows)
+        self.db.executemany("DELETE FROM links WHERE path=?", rows)
 
     def row(self, path: str) -> FileRow | None:
         found = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE path=?",
@@ -175,13 +231,13 @@ class Catalog:
         return dict(self.db.execute("SELECT path, hash FROM files"))
 
     def scan(self, files: dict[str, os.stat_result],
-             load: Callable[[str], tuple[str, dict[str, Any], str | None, str] | None],
+             load: Callable[[str], tuple[str, dict[str, Any], str | None, str, str] | None],
              only: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
         """Bring ``files`` rows in line with the working tree.
 
         ``files`` maps each memory path on disk to its stat; ``load(path)``
-        parses one file and returns (id, meta, problem, blob id) or None if it
-        vanished.  ``only`` limits the comparison to those paths (``files``
+        parses one file and returns (id, meta, problem, body, blob id) or None if
+        it vanished.  ``only`` limits the comparison to those paths (``files``
         then holds just the ones of them that exist).
         Returns (changed paths, removed paths).
         """
@@ -206,13 +262,101 @@ class Catalog:
                 if loaded is None:
                     self.drop([path])
                     continue
-                memory_id, meta, problem, blob_hash = loaded
-                self.put(path, memory_id, files[path], meta, problem, blob_hash)
+                memory_id, meta, problem, body, blob_hash = loaded
+                self.put(path, memory_id, files[path], meta, problem, body, blob_hash)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         return changed, removed
+
+    # -------------------------------------------------- lifecycle queries
+    def tier_counts(self) -> dict[tuple[str, str], int]:
+        """(tier, status) -> number of memory files."""
+        rows = self.db.execute("SELECT tier, status, COUNT(*) FROM files GROUP BY tier, status")
+        return {(t, s): n for t, s, n in rows}
+
+    def listing(self, tier: str, limit: int, *, status: str = "active") -> list[tuple[FileRow, str]]:
+        """The top ``limit`` memories of a tier by importance, then recency: (row, gist)."""
+        rows = self.db.execute(
+            "SELECT path, id, meta, problem, hash, gist FROM files WHERE tier=? AND status=? "
+            "ORDER BY importance DESC, updated DESC, path LIMIT ?", (tier, status, limit))
+        return [(_row(r[:5]), r[5]) for r in rows]
+
+    def of_types(self, types: Iterable[str], *, status: str = "active") -> list[tuple[FileRow, str]]:
+        """Every memory of these types with this status: (row, gist)."""
+        kinds = list(types)
+        marks = ",".join("?" * len(kinds)) or "NULL"
+        rows = self.db.execute(
+            f"SELECT path, id, meta, problem, hash, gist FROM files WHERE type IN ({marks}) "
+            "AND status=? ORDER BY path", (*kinds, status))
+        return [(_row(r[:5]), r[5]) for r in rows]
+
+    def in_tier(self, tier: str) -> list[FileRow]:
+        """Every memory file in one tier folder, oldest first."""
+        rows = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE tier=? "
+                               "ORDER BY updated, path", (tier,))
+        return [_row(r) for r in rows]
+
+    def by_content_key(self, key: str) -> list[FileRow]:
+        rows = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE content_key=? "
+                               "AND status='active' ORDER BY path", (key,))
+        return [_row(r) for r in rows]
+
+    def by_external_id(self, ext: str) -> list[FileRow]:
+        rows = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE ext_id=?", (ext,))
+        return [_row(r) for r in rows]
+
+    # A sketch hash shared by more memories than this says little about any pair
+    # (a common word): it is left out of candidate lookups so their cost stays flat.
+    COMMON_HASH = 200
+
+    def similar_candidates(self, hashes: Iterable[int], limit: int = 20, *,
+                           min_shared: int = 2) -> list[tuple[str, int]]:
+        """Paths whose sketch shares the most hashes with ``hashes``: (path, shared)."""
+        hs = list(hashes)
+        if not hs:
+            return []
+        marks = ",".join("?" * len(hs))
+        rows = self.db.execute(
+            f"SELECT path, COUNT(*) AS c FROM sketch WHERE h IN ({marks}) GROUP BY path "
+            "HAVING c >= ? ORDER BY c DESC, path LIMIT ?", (*hs, min(min_shared, len(hs)), limit))
+        return [(p, c) for p, c in rows]
+
+    def similar_pairs(self, min_shared: int) -> list[tuple[str, str, int]]:
+        """Pairs of paths sharing at least ``min_shared`` sketch hashes (rare hashes only)."""
+        rows = self.db.execute(
+            "WITH rare AS (SELECT h FROM sketch GROUP BY h HAVING COUNT(*) BETWEEN 2 AND ?) "
+            "SELECT a.path, b.path, COUNT(*) AS c FROM sketch a JOIN sketch b "
+            "ON a.h = b.h AND a.path < b.path WHERE a.h IN (SELECT h FROM rare) "
+            "GROUP BY a.path, b.path HAVING c >= ?", (self.COMMON_HASH, min_shared))
+        return [(a, b, c) for a, b, c in rows]
+
+    def linking_to(self, targets: Iterable[str]) -> list[tuple[FileRow, str, str]]:
+        """Memories with a link to any of ``targets`` (ids, note names; any case):
+        (row, target as matched, relation)."""
+        keys = list(dict.fromkeys(t.casefold() for t in targets if t))
+        if not keys:
+            return []
+        marks = ",".join("?" * len(keys))
+        rows = self.db.execute(
+            "SELECT f.path, f.id, f.meta, f.problem, f.hash, l.target, l.relation FROM links l "
+            f"JOIN files f ON f.path = l.path WHERE l.target IN ({marks}) ORDER BY f.path", keys)
+        return [(_row(r[:5]), r[5], r[6]) for r in rows]
+
+    # ------------------------------------------------------- retrievals
+    def add_retrievals(self, ids: Iterable[str], when: int) -> None:
+        """Count one retrieval (a search hit) of each memory id."""
+        self.db.executemany(
+            "INSERT INTO retrievals VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET "
+            "count = count + 1, last = max(last, excluded.last)", [(i, when) for i in set(ids)])
+
+    def retrievals(self) -> dict[str, tuple[int, int]]:
+        """Memory id -> (retrievals since the last reflect, time of the last one)."""
+        return {i: (n, t) for i, n, t in self.db.execute("SELECT id, count, last FROM retrievals")}
+
+    def clear_retrievals(self, ids: Iterable[str]) -> None:
+        self.db.executemany("DELETE FROM retrievals WHERE id=?", [(i,) for i in ids])
 
     # ---------------------------------------------------------- touches
     def add_touches(self, commit_sha: str, when: int, touches: Iterable[tuple[str, str | None, str]]) -> None:

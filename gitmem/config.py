@@ -17,7 +17,7 @@ import yaml
 from .errors import InvalidMetadata, StorageError
 from .schema import DEFAULT_TIERS, MEMORY_TYPES
 
-__all__ = ["CONFIG_NAME", "VaultConfig", "Identity", "DEFAULT_CONFIG_TEXT"]
+__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "Identity", "DEFAULT_CONFIG_TEXT"]
 
 CONFIG_NAME = ".gitmem.yaml"
 
@@ -38,6 +38,22 @@ user:
   email: user@localhost
 # Largest memory (frontmatter + body) accepted, in bytes.
 max_content_bytes: 1000000
+# MEMORY.md at the root: regenerated in every write commit, at most this many lines.
+memory_index: true
+memory_index_lines: 200
+# Near-duplicate writes (dedup=True): similarity at or above 'skip' returns the
+# existing memory; at or above 'supersede' the new memory supersedes the old one.
+dedup:
+  skip: 0.92
+  supersede: 0.80
+# gitmem reflect: strength halves every half_life_days (per tier, scaled by
+# importance / 3) since the memory was last updated or retrieved.
+reflect:
+  half_life_days: {short_term: 7, mid_term: 30, long_term: 365}
+  prune_below: 0.05
+  merge_above: 0.95
+  promote_after_days: 7
+  promote_min_retrievals: 3
 """
 
 
@@ -69,6 +85,61 @@ class Identity:
 
 
 @dataclass(frozen=True)
+class LifecycleSettings:
+    """Thresholds of dedup and reflect (``dedup:`` and ``reflect:`` in the config)."""
+
+    skip_above: float = 0.92
+    supersede_above: float = 0.80
+    half_life_days: dict[str, float] = field(default_factory=lambda: {
+        "short_term": 7.0, "mid_term": 30.0, "long_term": 365.0})
+    prune_below: float = 0.05
+    merge_above: float = 0.95
+    promote_after_days: float = 7.0
+    promote_min_retrievals: int = 3
+
+    @classmethod
+    def from_dict(cls, dedup: Any, reflect: Any) -> "LifecycleSettings":
+        """Validate the ``dedup`` and ``reflect`` mappings of the config file."""
+        kw: dict[str, Any] = {}
+        for section, data, keys in (("dedup", dedup, {"skip": "skip_above",
+                                                      "supersede": "supersede_above"}),
+                                    ("reflect", reflect, {"prune_below": "prune_below",
+                                                          "merge_above": "merge_above"})):
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                raise InvalidMetadata(f"{CONFIG_NAME}: {section} must be a mapping")
+            for key, attr in keys.items():
+                if key in data:
+                    kw[attr] = _fraction(data[key], f"{section}.{key}")
+        reflect = reflect or {}
+        if "half_life_days" in reflect:
+            lives = reflect["half_life_days"]
+            if not isinstance(lives, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                    for v in lives.values()):
+                raise InvalidMetadata(f"{CONFIG_NAME}: reflect.half_life_days maps tiers to "
+                                      "positive numbers of days")
+            kw["half_life_days"] = {str(k): float(v) for k, v in lives.items()}
+        for key, kind in (("promote_after_days", float), ("promote_min_retrievals", int)):
+            if key in reflect:
+                value = reflect[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    raise InvalidMetadata(f"{CONFIG_NAME}: reflect.{key} must be a number >= 0")
+                kw[key] = kind(value)
+        made = cls(**kw)
+        if made.supersede_above > made.skip_above:
+            raise InvalidMetadata(f"{CONFIG_NAME}: dedup.supersede must not exceed dedup.skip")
+        return made
+
+
+def _fraction(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidMetadata(f"{CONFIG_NAME}: {name} must be a number from 0 to 1")
+    return float(value)
+
+
+@dataclass(frozen=True)
 class VaultConfig:
     """Parsed ``.gitmem.yaml``; defaults for anything missing."""
 
@@ -77,6 +148,9 @@ class VaultConfig:
     author: Identity = Identity("gitmem", "gitmem@localhost")
     user: Identity = Identity("vault user", "user@localhost")
     max_content_bytes: int = 1_000_000
+    memory_index: bool = True
+    memory_index_lines: int = 200
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -135,7 +209,18 @@ class VaultConfig:
             if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
                 raise InvalidMetadata(f"{CONFIG_NAME}: max_content_bytes must be an integer >= 1024")
             kwargs["max_content_bytes"] = size
-        known = {"version", "tiers", "protected_types", "author", "user", "max_content_bytes"}
+        if "memory_index" in data:
+            if not isinstance(data["memory_index"], bool):
+                raise InvalidMetadata(f"{CONFIG_NAME}: memory_index must be true or false")
+            kwargs["memory_index"] = data["memory_index"]
+        if "memory_index_lines" in data:
+            lines = data["memory_index_lines"]
+            if isinstance(lines, bool) or not isinstance(lines, int) or lines < 20:
+                raise InvalidMetadata(f"{CONFIG_NAME}: memory_index_lines must be an integer >= 20")
+            kwargs["memory_index_lines"] = lines
+        kwargs["lifecycle"] = LifecycleSettings.from_dict(data.get("dedup"), data.get("reflect"))
+        known = {"version", "tiers", "protected_types", "author", "user", "max_content_bytes",
+                 "memory_index", "memory_index_lines", "dedup", "reflect"}
         kwargs["extra"] = {k: v for k, v in data.items() if k not in known}
         return cls(**kwargs)
 

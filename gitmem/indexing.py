@@ -17,13 +17,13 @@ files:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .catalog import id_from_blob
 from .errors import InvalidInput
 from .gitstore import FileChange, blob_id
+from .markdown import memory_links
 from .schema import path_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["IndexMixin", "RefreshReport"]
 
-_WIKILINK = re.compile(r"\[\[([^\]|#\n]+)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]")
 _FILTER_KEYS = ("tier", "type", "tag", "scope", "agent", "status", "id", "entity", "source", "path",
                 "link", "created", "updated")
 
@@ -48,11 +47,6 @@ class RefreshReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"indexed": self.indexed, "removed": self.removed, "problems": self.problems}
-
-
-def wikilinks(body: str) -> list[str]:
-    """Targets of Obsidian ``[[links]]`` in a Markdown body, in order, unique."""
-    return list(dict.fromkeys(m.group(1).strip() for m in _WIKILINK.finditer(body)))
 
 
 class IndexMixin:
@@ -79,9 +73,7 @@ class IndexMixin:
     def _doc(self: "Vault", memory: "Memory", blob_hash: str) -> "IndexDoc":
         from .search import IndexDoc
         meta = memory.meta
-        links = wikilinks(memory.body) + [r["id"] for r in meta.get("related", []) if isinstance(r, dict)]
-        links += [str(meta[k]) for k in ("supersedes", "superseded_by", "archived_into", "merged_into")
-                  if meta.get(k)]
+        links = list(dict.fromkeys(target for target, _ in memory_links(meta, memory.body)))
         return IndexDoc(
             path=memory.path, id=memory.id, title=memory.title, body=memory.body, hash=blob_hash,
             tags=[str(t) for t in meta.get("tags", []) if t is not None] if isinstance(meta.get("tags"), list) else [],
@@ -202,8 +194,13 @@ class IndexMixin:
             raise InvalidInput(f"unknown search filter(s): {', '.join(unknown)}",
                                hint=f"Filters: {', '.join(_FILTER_KEYS)}")
         clean: Mapping[str, str | Sequence[str]] = {k: v for k, v in filters.items() if v not in (None, "", [], ())}
-        return self.index.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
+        page = self.index.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
                                  filters=clean or None)
+        if page.hits:
+            # Retrievals reinforce memories at the next reflect; counted outside the
+            # tracked tree so reading never makes a commit.
+            self.catalog.add_retrievals([h.id for h in page.hits], int(self.clock().timestamp()))
+        return page
 
     # ------------------------------------------------------- outside edits
     def outside_changes(self: "Vault", paths: Iterable[str] | None = None) -> list[FileChange]:

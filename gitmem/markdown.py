@@ -214,3 +214,31 @@ def _same_value(raw: str, key: str, value: Any) -> bool:
         return yaml.load(raw, Loader=_Loader) == {key: value}  # noqa: S506
     except (yaml.YAMLError, InvalidFrontmatter):
         return False
+
+
+_WIKILINK = re.compile(r"\[\[([^\]|#\n]+)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]")
+#: Frontmatter fields that point at another memory's id, and the relation each names.
+LINK_FIELDS = ("supersedes", "superseded_by", "archived_into", "merged_into")
+
+
+def wikilinks(body: str) -> list[str]:
+    """Targets of Obsidian ``[[links]]`` in a Markdown body, in order, unique."""
+    return list(dict.fromkeys(m.group(1).strip() for m in _WIKILINK.finditer(body)))
+
+
+def memory_links(meta: Mapping[str, Any], body: str) -> list[tuple[str, str]]:
+    """Every outgoing link of a memory as (target, relation): ``related`` entries
+    (target = id), the id-valued fields of :data:`LINK_FIELDS`, and body
+    ``[[wikilinks]]`` (target = the note name as written, relation ``wikilink``)."""
+    out: list[tuple[str, str]] = []
+    related = meta.get("related")
+    for item in related if isinstance(related, list) else []:
+        if isinstance(item, dict) and item.get("id"):
+            out.append((str(item["id"]), str(item.get("relation") or "related")))
+    for key in LINK_FIELDS:
+        value = meta.get(key)
+        for target in value if isinstance(value, list) else [value]:
+            if target not in (None, ""):
+                out.append((str(target), key))
+    out += [(target, "wikilink") for target in wikilinks(body)]
+    return list(dict.fromkeys(out))

@@ -25,9 +25,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ReadMixin", "row_fields"]
 
 
-def row_fields(memory: Memory) -> tuple[dict[str, Any], str | None]:
-    """(frontmatter without the id, problem text) as the catalog stores them."""
-    return {k: v for k, v in memory.meta.items() if k != "id"}, "; ".join(memory.problems) or None
+def row_fields(memory: Memory) -> tuple[dict[str, Any], str | None, str]:
+    """(frontmatter without the id, problem text, body) as the catalog stores them."""
+    return ({k: v for k, v in memory.meta.items() if k != "id"}, "; ".join(memory.problems) or None,
+            memory.body)
 
 
 class ReadMixin:
@@ -53,8 +54,8 @@ class ReadMixin:
         return found
 
     def _load_row(self: "Vault", path: str, data: bytes | None = None
-                  ) -> tuple[str, dict[str, Any], str | None, str] | None:
-        """(id, meta without id, problem, blob id) of one file, for the catalog."""
+                  ) -> tuple[str, dict[str, Any], str | None, str, str] | None:
+        """(id, meta without id, problem, body, blob id) of one file, for the catalog."""
         try:
             data = (self.root / path).read_bytes() if data is None else data
         except (FileNotFoundError, IsADirectoryError):

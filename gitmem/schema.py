@@ -29,6 +29,7 @@ FIELD_ORDER: tuple[str, ...] = (
     "expires", "importance", "confidence", "strength", "scope", "agent", "entities",
     "related", "supersedes", "superseded_by", "summary", "source",
     "archived_from", "archived_into", "merged_into", "external_write_id", "retrievals",
+    "reinforced",
 )
 
 #: Every seed's type vocabulary: 004 (memory/goal/rule), 002 (Tulving types), 003.
@@ -37,14 +38,15 @@ MEMORY_TYPES: tuple[str, ...] = (
     "episodic", "semantic", "procedural", "prospective",
     "fact", "skill", "preference", "constraint", "task", "correction",
 )
-STATUSES: tuple[str, ...] = ("active", "superseded", "archived", "deleted")
+#: ``conflict``: a copy a sync made when both sides changed a memory differently (see treemerge).
+STATUSES: tuple[str, ...] = ("active", "superseded", "archived", "deleted", "conflict")
 SCOPES: tuple[str, ...] = ("thread", "user", "persona", "organization")
 RELATIONS: tuple[str, ...] = ("derived_from", "contradicts", "refines", "part_of", "supersedes")
 DEFAULT_TIERS: tuple[str, ...] = ("short_term", "mid_term", "long_term", "archive")
 
 _LIST_FIELDS = ("tags", "aliases", "entities")
 _INT_FIELDS = ("importance", "confidence")
-_TIME_FIELDS = ("created", "updated", "expires")
+_TIME_FIELDS = ("created", "updated", "expires", "reinforced")
 _TEXT_FIELDS = ("title", "summary", "source", "agent", "supersedes", "superseded_by",
                 "archived_from", "archived_into", "merged_into", "external_write_id")
 MAX_TITLE_CHARS = 200

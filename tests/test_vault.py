@@ -108,8 +108,9 @@ def test_move_is_a_tracked_rename(vault: Vault, clock: FakeClock) -> None:
     assert commits(vault.root)[0] == "move: Running goal short_term -> long_term"
     follow = git(vault.root, "log", "--follow", "--format=%s", "--", moved.path).splitlines()
     assert follow == ["move: Running goal short_term -> long_term", "update: Running goal", "add: Running goal"]
-    status = git(vault.root, "show", "--name-status", "--format=", "-M", "HEAD")
-    assert status.startswith("R")
+    status = git(vault.root, "show", "--name-status", "--format=", "-M", "HEAD").splitlines()
+    assert sorted(line.split("\t")[0][0] for line in status) == ["M", "R"]   # MEMORY.md + the move
+    assert "M\tMEMORY.md" in status
     assert not (vault.root / m.path).parent.exists()  # emptied bucket folders are removed
 
 

@@ -155,7 +155,7 @@ def test_vim_style_save_with_backup_and_probe_file(seeded: Vault, start) -> None
     files = head_files(root)
     assert "mid_term/vim.md~" not in files and "mid_term/4913" not in files
     assert not any(p.endswith(".swp") for p in files)
-    assert set(indexed(seeded)) == {p for p in files if p.endswith(".md")}
+    assert set(indexed(seeded)) == {p for p in files if p.endswith(".md") and p != "MEMORY.md"}
 
 
 def test_create_then_delete(seeded: Vault, start) -> None:
@@ -181,7 +181,8 @@ def test_move_between_tiers_is_one_commit_git_sees_as_a_rename(seeded: Vault, st
     os.rename(root / "short_term" / "promote.md", root / "long_term" / "sub" / "promote.md")
     wait_for(lambda: "short_term/promote.md" not in head_files(root), "the commit of the move")
     assert head_has(root, "long_term/sub/promote.md", data)
-    renamed = git(root, "diff-tree", "-M", "--name-status", "-r", "HEAD~1", "HEAD").split()
+    renamed = git(root, "diff-tree", "-M", "--name-status", "-r", "HEAD~1", "HEAD", "--",
+                  "short_term", "long_term").split()
     assert renamed[0].startswith("R") and renamed[1:] == ["short_term/promote.md", "long_term/sub/promote.md"]
     index = indexed(seeded)
     assert "long_term/sub/promote.md" in index and "short_term/promote.md" not in index
