@@ -121,7 +121,14 @@ class Catalog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = self._connect()
+        try:
+            self.db = self._connect()
+        except sqlite3.DatabaseError:
+            # A cache: a damaged file (disk error, half-copied vault) is dropped and
+            # rebuilt from the files and from git, like a missing one.
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            self.db = self._connect()
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None,
@@ -276,20 +283,38 @@ class Catalog:
         rows = self.db.execute("SELECT tier, status, COUNT(*) FROM files GROUP BY tier, status")
         return {(t, s): n for t, s, n in rows}
 
-    def listing(self, tier: str, limit: int, *, status: str = "active") -> list[tuple[FileRow, str]]:
+    def listing(self, tier: str, limit: int, *, exclude_types: Iterable[str] = (),
+                status: str = "active") -> list[tuple[FileRow, str]]:
         """The top ``limit`` memories of a tier by importance, then recency: (row, gist)."""
-        rows = self.db.execute(
-            "SELECT path, id, meta, problem, hash, gist FROM files WHERE tier=? AND status=? "
-            "ORDER BY importance DESC, updated DESC, path LIMIT ?", (tier, status, limit))
-        return [(_row(r[:5]), r[5]) for r in rows]
-
-    def of_types(self, types: Iterable[str], *, status: str = "active") -> list[tuple[FileRow, str]]:
-        """Every memory of these types with this status: (row, gist)."""
-        kinds = list(types)
+        kinds = list(exclude_types)
         marks = ",".join("?" * len(kinds)) or "NULL"
         rows = self.db.execute(
-            f"SELECT path, id, meta, problem, hash, gist FROM files WHERE type IN ({marks}) "
-            "AND status=? ORDER BY path", (*kinds, status))
+            "SELECT path, id, meta, problem, hash, gist FROM files WHERE tier=? AND status=? "
+            f"AND type NOT IN ({marks}) ORDER BY importance DESC, updated DESC, path LIMIT ?",
+            (tier, status, *kinds, limit))
+        return [(_row(r[:5]), r[5]) for r in rows]
+
+    def count_of_types(self, types: Iterable[str], tiers: Iterable[str], *,
+                       status: str = "active") -> dict[str, int]:
+        """tier -> number of memories of these types with this status."""
+        kinds, places = list(types), list(tiers)
+        rows = self.db.execute(
+            f"SELECT tier, COUNT(*) FROM files WHERE type IN ({','.join('?' * len(kinds)) or 'NULL'}) "
+            f"AND tier IN ({','.join('?' * len(places)) or 'NULL'}) AND status=? GROUP BY tier",
+            (*kinds, *places, status))
+        return dict(rows)
+
+    def of_types(self, types: Iterable[str], tiers: Iterable[str], *, limit: int = -1,
+                 status: str = "active") -> list[tuple[FileRow, str]]:
+        """Memories of these types in these tiers with this status, rules and constraints
+        before goals, each by importance then title: (row, gist)."""
+        kinds, places = list(types), list(tiers)
+        rows = self.db.execute(
+            "SELECT path, id, meta, problem, hash, gist FROM files "
+            f"WHERE type IN ({','.join('?' * len(kinds)) or 'NULL'}) "
+            f"AND tier IN ({','.join('?' * len(places)) or 'NULL'}) AND status=? "
+            "ORDER BY CASE type WHEN 'goal' THEN 1 ELSE 0 END, importance DESC, "
+            "title COLLATE NOCASE, path LIMIT ?", (*kinds, *places, status, limit))
         return [(_row(r[:5]), r[5]) for r in rows]
 
     def in_tier(self, tier: str) -> list[FileRow]:

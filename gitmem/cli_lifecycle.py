@@ -71,7 +71,8 @@ def compress(ctx: click.Context, tier: str, summary: str | None, summary_file: A
                                 max_chars=max_chars)
     if dry_run:
         emit(batch.to_dict(), as_json, lambda: (batch.content + "\n\n" if batch.content else "")
-             + f"{len(batch.files)} memories would be compressed into {batch.target_tier}"
+             + f"{len(batch.files)} {'memory' if len(batch.files) == 1 else 'memories'} "
+               f"would be compressed into {batch.target_tier}"
              + (" (more exist: raise --max-chars)" if batch.truncated else ""))
         return
     memory = vault.compress(tier, summary, title, batch.files)
@@ -128,8 +129,8 @@ def merge(ctx: click.Context, refs: tuple[str, ...], content: str | None, title:
     result = open_vault(ctx).merge(list(refs), content, title=title, force=force)
     emit(result.to_dict(), as_json,
          lambda: f"merged {len(result.sources)} memories into {result.memory.id[:8]}  "
-                 f"{result.memory.path}" + (f"; re-pointed links in {len(result.repointed)}"
-                                            if result.repointed else ""))
+                 f"{result.memory.path}  (commit {(result.memory.commit or '?')[:7]})"
+                 + (f"; re-pointed links in {len(result.repointed)}" if result.repointed else ""))
 
 
 @click.command()

@@ -19,7 +19,6 @@ from .catalog import FileRow, gist
 from .config import Identity
 from .errors import InvalidInput
 from .gitstore import FileChange
-from .memory_index import protected_order
 from .paths import memory_relpath
 from .schema import Memory, clean_metadata, new_id, normalize_timestamp, ordered
 from .similarity import content_key, similarity, sketch
@@ -253,9 +252,8 @@ class LifecycleMixin:
         """All active protected memories (rules and constraints, then goals, each by
         importance), as data and as one Markdown block to put in a prompt."""
         self._ensure_scanned()
-        rows = [row for row, _ in self.catalog.of_types(self.config.protected_types)
-                if row.meta.get("tier") != self.config.archive_tier]
-        memories = [self._read_file(row.path) for row in sorted(rows, key=protected_order)]
+        rows = self.catalog.of_types(self.config.protected_types, self.config.live_tiers)
+        memories = [self._read_file(row.path) for row, _ in rows]
         parts = ["# Protected context", ""]
         for kind in dict.fromkeys(m.type for m in memories):
             parts += [f"## {kind.capitalize()}s", ""]

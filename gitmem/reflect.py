@@ -365,6 +365,8 @@ class ReflectMixin:
             meta = ordered(dict(memory.meta, **action.detail))
             changes.append(FileChange(memory.path, self._render(meta, memory.body, parsed.raw_blocks)))
             touched.append((memory.id, memory.path, "reinforce"))
+            lines.append(f"reinforced: {memory.title} (retrievals {action.detail['retrievals']}, "
+                         f"strength {action.detail['strength']})")
         counts = plan.counts()
         subject = "reflect: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
         done = self._commit(changes, subject, "reflect", touched, author=who,
