@@ -22,6 +22,7 @@ _EXPORTS = {
     "Version": "history",
     "VaultConfig": "config",
     "Identity": "config",
+    "Toolbox": "tools",
     "MEMORY_TYPES": "schema",
     "GitmemError": "errors",
     "InvalidInput": "errors",
@@ -41,6 +42,8 @@ _EXPORTS = {
     "AmbiguousReference": "errors",
     "LockTimeout": "errors",
     "StorageError": "errors",
+    "SyncError": "errors",
+    "SyncReport": "sync",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -50,6 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import *  # noqa: F403
     from .history import Version
     from .schema import MEMORY_TYPES, Memory
+    from .tools import Toolbox
     from .vault import Vault
 
 

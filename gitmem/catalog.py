@@ -336,16 +336,32 @@ class Catalog:
     # (a common word): it is left out of candidate lookups so their cost stays flat.
     COMMON_HASH = 200
 
-    def similar_candidates(self, hashes: Iterable[int], limit: int = 20, *,
-                           min_shared: int = 2) -> list[tuple[str, int]]:
-        """Paths whose sketch shares the most hashes with ``hashes``: (path, shared)."""
+    def similar_candidates(self, hashes: Iterable[int], limit: int = 10, *, min_shared: int = 2,
+                           type: str | None = None, scope: str | None = None,
+                           exclude_tier: str | None = None) -> list[tuple[str, int]]:
+        """Active memories (of ``type`` and ``scope`` when given) whose sketch shares
+        the most hashes with ``hashes``: (path, shared), best first."""
         hs = list(hashes)
         if not hs:
             return []
         marks = ",".join("?" * len(hs))
+        where, args = ["f.status = 'active'"], []
+        if type is not None:
+            where.append("f.type = ?")
+            args.append(type)
+        if scope is not None:
+            where.append("json_extract(f.meta, '$.scope') = ?")
+            args.append(scope)
+        else:
+            where.append("json_extract(f.meta, '$.scope') IS NULL")
+        if exclude_tier is not None:
+            where.append("f.tier != ?")
+            args.append(exclude_tier)
         rows = self.db.execute(
-            f"SELECT path, COUNT(*) AS c FROM sketch WHERE h IN ({marks}) GROUP BY path "
-            "HAVING c >= ? ORDER BY c DESC, path LIMIT ?", (*hs, min(min_shared, len(hs)), limit))
+            f"SELECT s.path, COUNT(*) AS c FROM sketch s JOIN files f ON f.path = s.path "
+            f"WHERE s.h IN ({marks}) AND {' AND '.join(where)} GROUP BY s.path "
+            "HAVING c >= ? ORDER BY c DESC, s.path LIMIT ?",
+            (*hs, *args, min(min_shared, len(hs)), limit))
         return [(p, c) for p, c in rows]
 
     def similar_pairs(self, min_shared: int) -> list[tuple[str, str, int]]:

@@ -19,8 +19,9 @@ from .catalog import FileRow, gist
 from .config import Identity
 from .errors import InvalidInput
 from .gitstore import FileChange
+from .markdown import split_body
 from .paths import memory_relpath
-from .schema import Memory, clean_metadata, new_id, normalize_timestamp, ordered
+from .schema import Memory, clean_metadata, new_id, normalize_timestamp, ordered, validate_title
 from .similarity import content_key, similarity, sketch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -171,15 +172,16 @@ class LifecycleMixin:
 
     # ------------------------------------------------------------ writing
     def write(self: "Vault", content: str, *, title: str | None = None, type: str = "memory",
-              tier: str | None = None, tags: Sequence[str] | None = None, dedup: bool = False,
+              tier: str | None = None, tags: Sequence[str] | None = None, dedup: bool | str = False,
               external_write_id: str | None = None, author: str | Identity | None = None,
               force: bool = False, **fields: Any) -> WriteResult:
         """Create a memory unless it is already there (seed 002/003's add/write).
 
         * ``external_write_id``: the same key twice returns the first memory
           (``skipped``, no commit) - an idempotent retry.
-        * ``dedup=True``: a memory with the same normalised content, type and
-          scope is returned as ``skipped``; otherwise the most similar active
+        * ``dedup="exact"``: only a memory with the same normalised content, type
+          and scope is returned as ``skipped`` (seed 002's content hash).
+        * ``dedup=True``: the same exact check; then the most similar active
           memory of that type and scope (local word similarity) decides: at or
           above ``dedup.skip`` (0.92) ``skipped``, at or above ``dedup.supersede``
           (0.80) the new memory supersedes it (``superseded``), else ``created``.
@@ -193,7 +195,7 @@ class LifecycleMixin:
         if external_write_id is not None and (not isinstance(external_write_id, str)
                                               or not external_write_id.strip()):
             raise InvalidInput("external_write_id must be non-empty text")
-        title = title or title_from_content(content)
+        title = title_from_content(content) if title is None else validate_title(title)
         scope = fields.get("scope")
         with self.lock.hold():
             self._ensure_scanned()
@@ -204,12 +206,14 @@ class LifecycleMixin:
                                        reason="external_write_id")
             supersede: list[str] = []
             best: tuple[float, FileRow] | None = None
+            if dedup not in (True, False, "exact"):
+                raise InvalidInput("dedup must be true, false or 'exact'")
             if dedup:
                 same = self.catalog.by_content_key(content_key(content or title, type, scope))
                 if same:
                     return WriteResult("skipped", self.get(same[0].path), duplicate_of=same[0].id,
                                        similarity=1.0, reason="identical")
-                best = self._most_similar(content, title, type, scope)
+                best = self._most_similar(content, title, type, scope) if dedup is True else None
                 settings = self.config.lifecycle
                 if best and best[0] >= settings.skip_above:
                     return WriteResult("skipped", self.get(best[1].path), duplicate_of=best[1].id,
@@ -231,21 +235,19 @@ class LifecycleMixin:
     def _most_similar(self: "Vault", content: str, title: str, type_: str,
                       scope: str | None) -> tuple[float, FileRow] | None:
         """The active memory of this type and scope most similar to ``content``."""
-        best: tuple[float, FileRow] | None = None
-        for path, _ in self.catalog.similar_candidates(sketch(f"{title}\n{content}")):
-            row = self.catalog.row(path)
-            if (row is None or row.meta.get("status", "active") != "active"
-                    or row.meta.get("type", "memory") != type_ or row.meta.get("scope") != scope
-                    or row.meta.get("tier") == self.config.archive_tier):
-                continue
+        best: tuple[float, str] | None = None
+        for path, _ in self.catalog.similar_candidates(
+                sketch(f"{title}\n{content}"), type=type_, scope=scope,
+                exclude_tier=self.config.archive_tier):
             try:
-                other = self._read_file(path)
+                other = split_body((self.root / path).read_text("utf-8", "replace"))
             except OSError:
                 continue
-            score = similarity(content or title, other.body or other.title)
+            score = similarity(content or title, other)
             if best is None or score > best[0]:
-                best = (score, row)
-        return best
+                best = (score, path)
+        row = self.catalog.row(best[1]) if best else None
+        return (best[0], row) if best and row else None
 
     # ---------------------------------------------------- protected context
     def protected_context(self: "Vault") -> ProtectedContext:

@@ -66,7 +66,14 @@ class _Dumper(yaml.SafeDumper):
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
     # Multi-line text reads best as a literal block; everything else is left to
     # SafeDumper, which already quotes strings a YAML 1.1 reader would coerce.
-    style = "|" if "\n" in value else None
+    # A "keep" block (text ending in blank lines) makes PyYAML end the document
+    # with "...", which breaks the frontmatter; NEL / LS / PS are line breaks to
+    # YAML that PyYAML writes raw unless the string is double-quoted (fuzz finds).
+    style: str | None = None
+    if any(c in value for c in "\x85\u2028\u2029"):
+        style = '"'
+    elif "\n" in value and value.strip() and not value.endswith("\n\n") and "\r" not in value:
+        style = "|"
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
@@ -242,3 +249,17 @@ def memory_links(meta: Mapping[str, Any], body: str) -> list[tuple[str, str]]:
                 out.append((str(target), key))
     out += [(target, "wikilink") for target in wikilinks(body)]
     return list(dict.fromkeys(out))
+
+
+def split_body(text: str) -> str:
+    """The Markdown after a leading ``---`` frontmatter block, without parsing the YAML
+    (a cheap read for comparisons; :func:`parse_text` is the real reader)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if not text.startswith("---"):
+        return text
+    end = text.find("\n---", 3)
+    if end == -1:
+        return text
+    after = text.find("\n", end + 4)
+    return "" if after == -1 else text[after + 1:]

@@ -116,6 +116,15 @@ def test_near_duplicates_skip_or_supersede_by_threshold(vault: Vault) -> None:
     assert vault.search("TypeScript", include_inactive=True).total == 2
 
 
+def test_exact_dedup_skips_only_identical_content(vault: Vault) -> None:
+    first = vault.write("User prefers dark mode and TypeScript.", dedup="exact")
+    assert vault.write("User prefers dark mode and TypeScript!", dedup="exact").status == "skipped"
+    near = vault.write("User prefers dark mode, TypeScript, and VS Code.", dedup="exact")
+    assert near.status == "created" and vault.get(first.id).status == "active"
+    with pytest.raises(InvalidInput):
+        vault.write("x", dedup="maybe")
+
+
 def test_dedup_is_opt_in_and_never_supersedes_a_protected_memory(vault: Vault) -> None:
     rule = vault.write("Never deploy on Fridays without a rollback plan.", type="rule")
     same = vault.write("Never deploy on Fridays without a rollback plan.", type="rule")
