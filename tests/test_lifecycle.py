@@ -330,3 +330,25 @@ def test_links_returns_outgoing_and_backlinks(vault: Vault) -> None:
     back = vault.links(target.id).backlinks
     assert {(b["id"], b["relation"]) for b in back} == {(source.id, "part_of"), (source.id, "wikilink"),
                                                         (titled.id, "wikilink")}
+
+
+def test_git_pull_never_stops_on_a_memory_index_conflict(tmp_path: Path) -> None:
+    a = Vault.init(tmp_path / "a", author="alice")
+    a.close()
+    git(tmp_path, "clone", "-q", str(tmp_path / "a"), str(tmp_path / "b"))
+    b = Vault.open(tmp_path / "b", author="bob")
+    b.add("Bob's note", "From the laptop.")
+    b.close()
+    a = Vault.open(tmp_path / "a", author="alice")
+    a.add("Alice's note", "From the server.")
+    a.flush()
+    git(a.root, "-c", "user.name=t", "-c", "user.email=t@x", "pull", "-q", "--no-rebase", "--no-edit",
+        str(tmp_path / "b"), "main")
+    assert "<<<<<<<" not in (a.root / "MEMORY.md").read_text()
+    a.close()
+    a = Vault.open(tmp_path / "a", author="alice")
+    a.add("After the pull", "x")
+    text = (a.root / "MEMORY.md").read_text()
+    assert text.count("[[bobs-note") == 1 and text.count("[[alices-note") == 1
+    assert text == a.render_memory_index().decode()
+    a.close()
