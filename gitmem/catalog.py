@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from .markdown import memory_links
-from .similarity import content_key, sketch
+from .similarity import bands, content_key, sketch
 
 __all__ = ["Catalog", "FileRow", "Touch"]
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "5"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, id TEXT NOT NULL, stem_key TEXT NOT NULL, title_key TEXT NOT NULL,
@@ -39,12 +39,23 @@ CREATE TABLE IF NOT EXISTS files (
     ext_id TEXT
 );
 CREATE INDEX IF NOT EXISTS files_id ON files(id);
-CREATE INDEX IF NOT EXISTS files_listing ON files(tier, status, importance DESC, updated DESC);
+CREATE INDEX IF NOT EXISTS files_order ON files(tier, status, importance DESC, updated DESC, path);
 CREATE INDEX IF NOT EXISTS files_content ON files(content_key);
+CREATE INDEX IF NOT EXISTS files_kind ON files(tier, status, type);
 CREATE INDEX IF NOT EXISTS files_ext ON files(ext_id) WHERE ext_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS sketch (path TEXT NOT NULL, h INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS sketch_h ON sketch(h);
 CREATE INDEX IF NOT EXISTS sketch_path ON sketch(path);
+CREATE TABLE IF NOT EXISTS bands (path TEXT NOT NULL, key INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS bands_key ON bands(key);
+CREATE INDEX IF NOT EXISTS bands_path ON bands(path);
+CREATE TABLE IF NOT EXISTS sketch_df (h INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS sketch_added AFTER INSERT ON sketch BEGIN
+    INSERT INTO sketch_df VALUES (NEW.h, 1) ON CONFLICT(h) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS sketch_removed AFTER DELETE ON sketch BEGIN
+    UPDATE sketch_df SET n = n - 1 WHERE h = OLD.h;
+END;
 CREATE TABLE IF NOT EXISTS links (path TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS links_target ON links(target);
 CREATE INDEX IF NOT EXISTS links_path ON links(path);
@@ -141,7 +152,7 @@ class Catalog:
             db.execute("INSERT OR REPLACE INTO kv VALUES ('schema', ?)", (SCHEMA_VERSION,))
         elif version[0] != SCHEMA_VERSION:
             db.executescript("DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS touches; "
-                             "DROP TABLE IF EXISTS kv; DROP TABLE IF EXISTS sketch; "
+                             "DROP TABLE IF EXISTS kv; DROP TABLE IF EXISTS sketch; DROP TABLE IF EXISTS sketch_df; DROP TABLE IF EXISTS bands; "
                              "DROP TABLE IF EXISTS retrievals; DROP TABLE IF EXISTS links;")
             db.executescript(_SCHEMA)
             db.execute("INSERT INTO kv VALUES ('schema', ?)", (SCHEMA_VERSION,))
@@ -183,6 +194,9 @@ class Catalog:
         self.db.execute("DELETE FROM sketch WHERE path=?", (path,))
         self.db.executemany("INSERT INTO sketch VALUES (?, ?)",
                             [(path, h) for h in sketch(f"{title}\n{body}")])
+        self.db.execute("DELETE FROM bands WHERE path=?", (path,))
+        self.db.executemany("INSERT INTO bands VALUES (?, ?)",
+                            [(path, k) for k in dict.fromkeys(bands(body or title))])
         self.db.execute("DELETE FROM links WHERE path=?", (path,))
         self.db.executemany("INSERT INTO links VALUES (?, ?, ?)",
                             [(path, t.casefold(), r) for t, r in memory_links(meta, body)])
@@ -192,6 +206,7 @@ class Catalog:
         self.db.executemany("DELETE FROM files WHERE path=?", rows)
         self.db.executemany("DELETE FROM sketch WHERE path=?", rows)
         self.db.executemany("DELETE FROM links WHERE path=?", rows)
+        self.db.executemany("DELETE FROM bands WHERE path=?", rows)
 
     def row(self, path: str) -> FileRow | None:
         found = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE path=?",
@@ -341,7 +356,7 @@ class Catalog:
                            exclude_tier: str | None = None) -> list[tuple[str, int]]:
         """Active memories (of ``type`` and ``scope`` when given) whose sketch shares
         the most hashes with ``hashes``: (path, shared), best first."""
-        hs = list(hashes)
+        hs = self._selective(hashes)
         if not hs:
             return []
         marks = ",".join("?" * len(hs))
@@ -364,14 +379,25 @@ class Catalog:
             (*hs, *args, min(min_shared, len(hs)), limit))
         return [(p, c) for p, c in rows]
 
-    def similar_pairs(self, min_shared: int) -> list[tuple[str, str, int]]:
-        """Pairs of paths sharing at least ``min_shared`` sketch hashes (rare hashes only)."""
+    def _selective(self, hashes: Iterable[int], keep: int = 4) -> list[int]:
+        """The hashes worth looking up: those of at most :attr:`COMMON_HASH` memories,
+        or else the ``keep`` rarest (so a text of only common words still finds its twin)."""
+        hs = list(dict.fromkeys(hashes))
+        if not hs:
+            return []
+        df = dict(self.db.execute(
+            f"SELECT h, n FROM sketch_df WHERE h IN ({','.join('?' * len(hs))})", hs))
+        ranked = sorted(hs, key=lambda h: df.get(h, 0))
+        rare = [h for h in ranked if df.get(h, 0) <= self.COMMON_HASH]
+        return rare if len(rare) >= keep else ranked[:keep]
+
+    def similar_pairs(self) -> list[tuple[str, str]]:
+        """Pairs of active memories that share a MinHash band (near-duplicate candidates)."""
         rows = self.db.execute(
-            "WITH rare AS (SELECT h FROM sketch GROUP BY h HAVING COUNT(*) BETWEEN 2 AND ?) "
-            "SELECT a.path, b.path, COUNT(*) AS c FROM sketch a JOIN sketch b "
-            "ON a.h = b.h AND a.path < b.path WHERE a.h IN (SELECT h FROM rare) "
-            "GROUP BY a.path, b.path HAVING c >= ?", (self.COMMON_HASH, min_shared))
-        return [(a, b, c) for a, b, c in rows]
+            "SELECT DISTINCT a.path, b.path FROM bands a JOIN bands b ON a.key = b.key AND a.path < b.path "
+            "JOIN files fa ON fa.path = a.path JOIN files fb ON fb.path = b.path "
+            "WHERE fa.status = 'active' AND fb.status = 'active' AND fa.type = fb.type")
+        return [(x, y) for x, y in rows]
 
     def linking_to(self, targets: Iterable[str]) -> list[tuple[FileRow, str, str]]:
         """Memories with a link to any of ``targets`` (ids, note names; any case):

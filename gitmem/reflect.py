@@ -286,23 +286,17 @@ class ReflectMixin:
         return out
 
     def _near_duplicates(self: "Vault") -> list[tuple[str, str, float]]:
-        """(id, id, similarity) of active memory pairs that may be near-duplicates."""
+        """(id, id, similarity) of active, unprotected memory pairs above ``merge_above``."""
         threshold = self.config.lifecycle.merge_above
-        sizes: dict[str, int] = {}
-        for path, n in self.catalog.db.execute("SELECT path, COUNT(*) FROM sketch GROUP BY path"):
-            sizes[path] = n
         rows: dict[str, Any] = {}
-        out = []
         bodies: dict[str, str] = {}
-        for a, b, shared in self.catalog.similar_pairs(min_shared=2):
-            if shared < 0.6 * min(sizes.get(a, 0), sizes.get(b, 0)):
-                continue
+        out = []
+        for a, b in self.catalog.similar_pairs():
             for p in (a, b):
                 if p not in rows:
                     rows[p] = self.catalog.row(p)
             ra, rb = rows[a], rows[b]
-            if not ra or not rb or any(r.meta.get("status", "active") != "active" or
-                                       r.meta.get("type") in self.config.protected_types
+            if not ra or not rb or any(r.meta.get("type") in self.config.protected_types
                                        for r in (ra, rb)):
                 continue
             for p in (a, b):

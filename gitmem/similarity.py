@@ -24,7 +24,7 @@ import re
 import zlib
 from collections import Counter
 
-__all__ = ["words", "normalize", "content_key", "sketch", "similarity", "SKETCH_SIZE"]
+__all__ = ["words", "normalize", "content_key", "sketch", "bands", "similarity", "SKETCH_SIZE"]
 
 SKETCH_SIZE = 16
 _WORD = re.compile(r"[^\W_]+")
@@ -60,6 +60,23 @@ def sketch(text: str, k: int = SKETCH_SIZE) -> list[int]:
     """The ``k`` smallest hashes of the distinct content words of ``text``."""
     distinct = {w for w in words(text) if w not in _STOP}
     return sorted(_hash(w) for w in distinct)[:k]
+
+
+# MinHash banding for finding near-duplicate *pairs* among all memories (reflect):
+# 4 bands of 4 min-hashes.  Two texts land in a shared band with probability
+# 1 - (1 - J^4)^4: 0.99 at word-set overlap J = 0.9, 0.0004 at J = 0.1, so the
+# pairs to compare stay few even in a vault of thousands of notes on one topic.
+_BANDS, _ROWS = 4, 4
+_MASKS = [zlib.crc32(f"gitmem-minhash-{i}".encode()) for i in range(_BANDS * _ROWS)]
+
+
+def bands(text: str) -> list[int]:
+    """The MinHash band keys of ``text`` (empty for a text without content words)."""
+    hashes = {_hash(w) for w in words(text) if w not in _STOP}
+    if not hashes:
+        return []
+    mins = [min(h ^ mask for h in hashes) for mask in _MASKS]
+    return [zlib.crc32(repr((b, mins[b * _ROWS:(b + 1) * _ROWS])).encode()) for b in range(_BANDS)]
 
 
 def similarity(a: str, b: str) -> float:

@@ -352,3 +352,15 @@ def test_git_pull_never_stops_on_a_memory_index_conflict(tmp_path: Path) -> None
     assert text.count("[[bobs-note") == 1 and text.count("[[alices-note") == 1
     assert text == a.render_memory_index().decode()
     a.close()
+
+
+def test_similarity_sketch_and_bands() -> None:
+    from gitmem.similarity import bands, content_key, sketch
+    a = "Deploys go out on Tuesday mornings after the staging tests pass, with a canary stage first."
+    b = a.replace("Tuesday", "Tuesday and Thursday")
+    assert similarity(a, a) == 1.0 and 0.9 < similarity(a, b) < 1.0
+    assert similarity(a, "The cat needs a vaccination in March.") < 0.2
+    assert set(bands(a)) & set(bands(a.upper() + "!"))          # case and punctuation ignored
+    assert not set(bands(a)) & set(bands("The cat needs a vaccination in March, book the vet."))
+    assert len(sketch(a)) == 12          # 12 distinct words once on, the, with, a are left out
+    assert content_key(a, "fact", None) == content_key(a.lower(), "fact", None) != content_key(a, "rule", None)
