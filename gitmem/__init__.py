@@ -42,6 +42,8 @@ _EXPORTS = {
     "AmbiguousReference": "errors",
     "LockTimeout": "errors",
     "StorageError": "errors",
+    "VaultClosed": "errors",
+    "SecretDetected": "errors",
     "SyncError": "errors",
     "SyncReport": "sync",
 }

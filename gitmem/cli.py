@@ -122,22 +122,44 @@ def init(ctx: click.Context, directory: str, from_dir: str | None, as_json: bool
 @click.option("--tier", help="Tier folder (default: the first, short_term).")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--path", "path", help="Explicit vault-relative file path under a tier folder.")
+@click.option("--supersedes", help="Id (or title, path) of a memory this one supersedes (a correction).")
+@click.option("--dedup", is_flag=True,
+              help="Skip if an identical or near-identical memory exists; supersede a close one.")
+@click.option("--external-id", "external_write_id",
+              help="Idempotency key: adding the same key again returns the first memory.")
+@click.option("--force", is_flag=True, help="Allow superseding a protected memory.")
 @_meta_options
 @json_option
 @click.pass_context
 def add(ctx: click.Context, title: str, body: str | None, body_file: Any, tier: str | None,
-        tags: tuple[str, ...], path: str | None, mtype: str | None, as_json: bool, **meta: Any) -> None:
-    """Add a memory titled TITLE (one commit).
+        tags: tuple[str, ...], path: str | None, mtype: str | None, dedup: bool, force: bool,
+        as_json: bool, **meta: Any) -> None:
+    """Add a memory titled TITLE (one commit, or none when --dedup finds it exists).
 
     \b
     Example:
       gitmem add "Maya prefers dark mode" "Use dark themes in every editor." \\
           --type preference --tier long_term --tag ui --importance 4
+      gitmem add "Dark mode" "Maya prefers dark mode." --type preference --dedup
     """
     vault = open_vault(ctx)
-    memory = vault.add(title, _read_body(body, body_file) or "", type=mtype or "memory", tier=tier,
-                       tags=list(tags), path=path, **_collect_meta(**meta))
-    emit(memory.to_dict(), as_json, lambda: f"added {_short(memory)}  {memory.path}{_commit_note(memory)}")
+    result = vault.write(_read_body(body, body_file) or "", title=title, type=mtype or "memory",
+                         tier=tier, tags=list(tags), path=path, dedup=dedup, force=force,
+                         **_collect_meta(**meta))
+    memory = result.memory
+
+    def text() -> str:
+        if result.status == "skipped":
+            why = {"identical": "an identical memory exists",
+                   "external_write_id": "this external id was already written",
+                   "similar": f"a memory {result.similarity:.0%} similar exists"}.get(result.reason or "", "")
+            return f"skipped: {why}: {_short(memory)}  {memory.path}"
+        extra = (f"\nsupersedes {', '.join(i[:8] for i in result.superseded)}"
+                 if result.superseded else "")
+        return f"added {_short(memory)}  {memory.path}{_commit_note(memory)}{extra}"
+
+    emit({**memory.to_dict(), "result": result.status, "duplicate_of": result.duplicate_of,
+          "superseded": result.superseded, "similarity": result.similarity}, as_json, text)
 
 
 @cli.command()
@@ -436,6 +458,24 @@ from .cli_watch import hook, hooks, watch  # noqa: E402 - registered after the c
 cli.add_command(watch)
 cli.add_command(hooks)
 cli.add_command(hook)
+from .cli_purge import purge  # noqa: E402 - registered after the core commands
+cli.add_command(purge)
+
+from .cli_lifecycle import (archive, compress, context, links, merge, reflect,  # noqa: E402
+                            unarchive)
+
+for _command in (context, compress, archive, unarchive, merge, reflect, links):
+    cli.add_command(_command)
+
+from .cli_tools import mcp, tools  # noqa: E402 - registered after the core commands
+
+cli.add_command(tools)
+cli.add_command(mcp)
+
+from .cli_sync import clone, conflicts, remote, sync  # noqa: E402 - registered after the core commands
+
+for _command in (clone, remote, sync, conflicts):
+    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

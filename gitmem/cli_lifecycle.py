@@ -105,7 +105,12 @@ def archive(ctx: click.Context, refs: tuple[str, ...], force: bool, as_json: boo
 @json_option
 @click.pass_context
 def unarchive(ctx: click.Context, ref: str, tier: str | None, as_json: bool) -> None:
-    """Bring an archived memory back to its old tier, active again (one commit)."""
+    """Bring an archived memory back to its old tier, active again (one commit).
+
+    \b
+    Example:
+      gitmem unarchive "Book Kanel's annual vaccination"
+    """
     memory = open_vault(ctx).unarchive(ref, tier=tier)
     emit(memory.to_dict(body=False), as_json, f"unarchived {memory.id[:8]}  {memory.path}")
 
@@ -174,7 +179,12 @@ def reflect(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def links(ctx: click.Context, ref: str, as_json: bool) -> None:
-    """Show a memory's outgoing links (related, supersedes, [[wikilinks]]) and backlinks."""
+    """Show a memory's outgoing links (related, supersedes, [[wikilinks]]) and backlinks.
+
+    \b
+    Example:
+      gitmem links "Maya Lindqvist core profile" --json
+    """
     result = open_vault(ctx).links(ref)
 
     def text() -> str:

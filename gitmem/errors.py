@@ -42,6 +42,9 @@ __all__ = [
     "AmbiguousReference",
     "LockTimeout",
     "StorageError",
+    "VaultClosed",
+    "SecretDetected",
+    "SyncError",
 ]
 
 
@@ -188,3 +191,36 @@ class StorageError(GitmemError):
 
     code = "storage_error"
     exit_code = 1
+
+
+class SyncError(GitmemError):
+    """A sync with a git remote failed; the local vault is unchanged and usable.
+
+    ``code`` says why: ``remote_unreachable`` (network, DNS, missing path),
+    ``auth_failed``, ``push_rejected``, ``dirty_worktree`` (uncommitted edits
+    to files the incoming changes touch) or ``sync_error``.
+    """
+
+    code = "sync_error"
+    exit_code = 1
+
+
+class VaultClosed(GitmemError):
+    """The Vault object was closed; open the vault again to keep using it."""
+
+    code = "vault_closed"
+    exit_code = 1
+    default_hint = "Open the vault again with Vault.open()."
+
+
+class SecretDetected(InvalidInput):
+    """The content looks like it holds a secret (API key, token, private key).
+
+    Git never forgets, so gitmem refuses such a write by default;
+    ``details["findings"]`` lists each kind and where it was found (never the
+    secret itself).
+    """
+
+    code = "secret_detected"
+    default_hint = ("Remove the secret (or write [REDACTED]) and retry. To store it anyway, or to have "
+                    "gitmem redact it, set 'secrets: allow' or 'secrets: redact' in .gitmem.yaml.")

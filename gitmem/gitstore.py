@@ -25,7 +25,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Collection, Iterator, Sequence
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -35,6 +35,7 @@ from dulwich.repo import Repo
 
 from .config import Identity
 from .errors import Conflict, NotAVault, RevisionNotFound, StorageError
+from .recovery import PendingObjects, begin_write, end_write, index_writing
 
 __all__ = ["GitStore", "FileChange", "CommitInfo", "atomic_write", "PathChange", "blob_id"]
 
@@ -254,11 +255,14 @@ class GitStore:
     # ----------------------------------------------------------------- writing
     def commit_files(self, changes: Sequence[FileChange], message: str, author: Identity,
                      when: float | None = None, committer: Identity | None = None,
-                     write_worktree: bool = True) -> bytes:
+                     write_worktree: bool = True, merge_parents: Sequence[bytes] = (),
+                     generated: Collection[str] = ()) -> bytes:
         """Write ``changes`` to the working tree and commit them as one commit.
 
         With ``write_worktree=False`` the files are committed as they are on
-        disk already (outside edits) and are not touched.
+        disk already (outside edits) and are not touched, except the
+        ``generated`` paths (MEMORY.md), which are always written.  ``merge_parents``
+        makes a merge commit (sync): HEAD stays the first parent.
 
         Caller holds the vault lock.  Returns the new commit sha.  On any
         failure the working tree is restored and the error re-raised as
@@ -267,6 +271,7 @@ class GitStore:
         repo = self.repo
         parent = self.head()
         store = repo.object_store
+        pending = PendingObjects(store)  # stored only once the journal names them (recovery.py)
         tree_changes_list: list[tuple[bytes, int | None, bytes | None]] = []
         for change in changes:
             path_b = change.path.encode("utf-8")
@@ -274,32 +279,42 @@ class GitStore:
                 tree_changes_list.append((path_b, None, None))
             else:
                 blob = Blob.from_string(change.data)
-                store.add_object(blob)
+                pending.add_object(blob)
                 tree_changes_list.append((path_b, FILE_MODE, blob.id))
         blob_ids = [sha for _, _, sha in tree_changes_list]
         base_tree: bytes | Tree | None = self.tree_of(parent)
         if base_tree is None:
             base_tree = Tree()  # not stored: it would be a dangling object
-        new_tree = _apply_tree_changes(store, base_tree, tree_changes_list)
+        new_tree = _apply_tree_changes(pending, base_tree, tree_changes_list)
         when = time.time() if when is None else when
         commit = Commit()
         commit.tree = new_tree
-        commit.parents = [parent] if parent else []
+        commit.parents = ([parent] if parent else []) + list(merge_parents)
         commit.author = author.as_bytes()
         commit.committer = (committer or author).as_bytes()
         commit.author_time = commit.commit_time = int(when)
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
         commit.message = message.encode("utf-8")
-        store.add_object(commit)
+        pending.add_object(commit)
 
-        if write_worktree:
-            backups = self._apply_to_worktree(changes)
-        else:
-            backups = [(self.root / c.path, None, _stat_or_none(self.root / c.path) if c.data is not None else None)
-                       for c in changes]
+        writes = [write_worktree or c.path in generated for c in changes]
+        ref = self.head_ref()
+        # Journal first: a writer killed from here on is rolled forward by the
+        # next lock holder (gitmem.recovery), so no half-write stays visible.
+        begin_write(self, ref, parent, commit.id, changes, writes, pending.new_ids())
+        pending.write()  # blobs, trees, then the commit: a stored commit means all are stored
         try:
-            ref = self.head_ref()
+            applied = iter(self._apply_to_worktree([c for c, w in zip(changes, writes) if w]))
+        except StorageError:  # the files were put back: this write did not happen
+            end_write(self)
+            raise
+        # One (path, old bytes, new stat) per change, in order (_queue_index zips them).
+        backups = [next(applied) if w else
+                   (self.root / c.path, None,
+                    _stat_or_none(self.root / c.path) if c.data is not None else None)
+                   for c, w in zip(changes, writes)]
+        try:
             reflog = f"commit: {message.splitlines()[0]}".encode("utf-8")
             if parent is None:
                 ok = repo.refs.add_if_new(ref, commit.id, message=reflog)
@@ -309,15 +324,34 @@ class GitStore:
                 raise Conflict("the vault's branch moved during the write (another git process?)",
                                hint="Retry; nothing was changed.")
         except BaseException as exc:
-            if write_worktree:
-                self._restore_worktree(backups)
+            self._restore_worktree([b for b, w in zip(backups, writes) if w])
+            end_write(self)
             if isinstance(exc, Conflict):
                 raise
             if isinstance(exc, OSError):
                 raise StorageError(f"could not update the branch: {exc}") from exc
             raise
+        end_write(self)
         self._queue_index(changes, blob_ids, backups)
         return commit.id
+
+    def fast_forward(self, old: bytes, new: bytes, changes: Sequence[FileChange], reason: str) -> None:
+        """Move the branch from ``old`` to its descendant ``new`` (sync).
+
+        ``changes`` are the files that differ between the two commits; they are
+        written to the working tree first and put back if the ref moved
+        meanwhile.  Caller holds the vault lock.
+        """
+        backups = self._apply_to_worktree(changes)
+        try:
+            if not self.repo.refs.set_if_equals(self.head_ref(), old, new, message=reason.encode("utf-8")):
+                raise Conflict("the vault's branch moved during the sync (another git process?)",
+                               hint="Sync again; nothing was changed.")
+        except BaseException:
+            self._restore_worktree(backups)
+            raise
+        blob_ids = [None if c.data is None else Blob.from_string(c.data).id for c in changes]
+        self._queue_index(changes, blob_ids, backups)
 
     def _apply_to_worktree(self, changes: Sequence[FileChange]) -> list[tuple[Path, bytes | None, os.stat_result | None]]:
         """Write files; return (path, old bytes or None, new stat) for rollback."""
@@ -378,7 +412,8 @@ class GitStore:
                 else:
                     sha, st = value
                     index[path] = index_entry_from_stat(st, sha, FILE_MODE)
-            index.write()
+            with index_writing(self):
+                index.write()
         except Exception:  # noqa: BLE001 - git may hold index.lock; retry later
             for path, value in pending.items():
                 self._pending_index.setdefault(path, value)
@@ -435,7 +470,8 @@ class GitStore:
                 index[key] = index_entry_from_stat(st, sha, FILE_MODE)
                 fixed.append(path)
         if fixed:
-            index.write()
+            with index_writing(self):
+                index.write()
         (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
         return fixed
 

@@ -54,7 +54,7 @@ def render_index(catalog: "Catalog", config: "VaultConfig") -> str:
     summary = ", ".join(f"{active[t]} {t}" for t in reversed(live))
     lines = [HEADER, "", "# Memory index", "",
              f"{sum(active.values())} active memories ({summary}); {archived} archived, "
-             "superseded or deleted. Full text: `gitmem search \"...\"`.", ""]
+             "superseded, deleted or in conflict. Full text: `gitmem search \"...\"`.", ""]
     protected_counts = catalog.count_of_types(config.protected_types, live)
     n_protected = sum(protected_counts.values())
     # Each section costs a heading, a blank, an overflow line and a closing blank.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .catalog import FileRow
 from .gitstore import blob_id
 from .errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound
-from .markdown import decode, parse_text
+from .markdown import ParsedFile, decode, parse_text
 from .paths import check_relpath, is_hidden_part
 from .schema import Memory, clean_metadata, derive
 
@@ -65,6 +65,10 @@ class ReadMixin:
 
     def _read_file(self: "Vault", path: str, data: bytes | None = None) -> Memory:
         """Parse one memory file (from disk, or ``data``) without ever writing it."""
+        return self._read_parsed(path, data)[0]
+
+    def _read_parsed(self: "Vault", path: str, data: bytes | None = None) -> tuple[Memory, "ParsedFile"]:
+        """:meth:`_read_file` plus the parsed file (raw frontmatter blocks, for rewriting)."""
         problems: list[str] = []
         if data is None:
             data = (self.root / path).read_bytes()
@@ -76,11 +80,12 @@ class ReadMixin:
         if parsed.problem:
             problems.append(parsed.problem)
         meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers)
-        return Memory(path, meta, parsed.body, problems)
+        return Memory(path, meta, parsed.body, problems), parsed
 
     def scan(self: "Vault") -> tuple[list[str], list[str]]:
         """Re-read changed files into the catalog; returns (changed, removed) paths."""
-        result = self.catalog.scan(self._disk_files(), self._load_row)
+        with self.lock.threads():  # not inside another thread's catalog transaction
+            result = self.catalog.scan(self._disk_files(), self._load_row)
         self._scanned = True
         return result
 
@@ -95,7 +100,8 @@ class ReadMixin:
                     present[path] = full.stat()
             except OSError:
                 continue
-        return self.catalog.scan(present, self._load_row, only=wanted)
+        with self.lock.threads():  # not inside another thread's catalog transaction
+            return self.catalog.scan(present, self._load_row, only=wanted)
 
     def _ensure_scanned(self: "Vault") -> None:
         if not self._scanned:

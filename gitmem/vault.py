@@ -320,10 +320,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, LifecycleMixin, ReflectMixin, R
         target = inside(self.root, path)
         if target.is_symlink():
             raise InvalidInput(f"{path} is a symbolic link; gitmem does not write through links")
-        data = target.read_bytes()
-        memory = self._read_file(path, data)
-        parsed = parse_text(decode(data)) if not memory.problems else None
-        if parsed is None or parsed.problem:
+        memory, parsed = self._read_parsed(path, target.read_bytes())
+        if memory.problems or parsed.problem:
             raise InvalidFrontmatter(
                 f"{path} has frontmatter gitmem cannot parse: {'; '.join(memory.problems)}",
                 hint="Fix the file by hand (gitmem doctor lists such files); gitmem will not overwrite it.")
