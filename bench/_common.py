@@ -88,6 +88,7 @@ def machine_info(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "cpu": _cpu_model(), "cores": os.cpu_count(), "ram_gb": _ram_gb(),
         "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
         "dulwich": dulwich_version, "git": _git_version(),
+        "loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
     }
     if path is not None:
         try:

@@ -8,7 +8,9 @@ For each size N: a vault of N generated memories (0.3-5 KB Markdown, one bulk
 commit), then
 
 * full reindex throughput (``vault.reindex()``) vs. FTS5 bulk insert;
-* create latency *including* indexing (``vault.add`` with the index open);
+* create latency *including* indexing (``vault.add`` with the index open), and the
+  word-query latency with the index segments those creates left, before and after the
+  idle merge;
 * query latency p50/p95 by kind (word, phrase, boolean, prefix, filtered),
   gitmem (``vault.search``, limit 10) vs. FTS5 (``MATCH ... ORDER BY rank
   LIMIT 10``, porter tokenizer, filters as SQL ``WHERE``), and the ratio;
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sqlite3
@@ -94,6 +97,20 @@ def time_queries(run: Callable[[str, str, dict[str, str]], Any],
     return summary_ms([timed(lambda q=q: run(*q))[0] for q in items])
 
 
+def segment_effect(vault: Vault, items: list[tuple[str, str, dict[str, str]]]) -> dict[str, Any]:
+    """Word-query latency with the segments a burst of creates left, the idle merge
+    (what the vault's flush timer runs after 0.25 s without writes), and after it."""
+    index = vault.index
+    before = index._segment_count()  # noqa: SLF001
+    piled = time_queries(lambda q, _m, f: vault.search(q, limit=10, **f), items)
+    seconds, _ = timed(index.merge_small)
+    merged = time_queries(lambda q, _m, f: vault.search(q, limit=10, **f), items)
+    return {"segments": before, "word_p50_ms": piled["p50_ms"],
+            "idle_merge_ms": round(seconds * 1000, 1),
+            "segments_after_idle_merge": index._segment_count(),  # noqa: SLF001
+            "word_p50_ms_after_idle_merge": merged["p50_ms"]}
+
+
 def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Every measurement for a vault of ``n`` memories."""
     gen = Generator(seed=n)
@@ -111,10 +128,11 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         log(f"{args.creates} creates with indexing")
         lat = [timed(lambda: vault.add(**gen.spec()))[0] for _ in range(args.creates)]
         out["create_with_index"] = summary_ms(lat)
-        vault.index.optimize()
-        log("queries")
         bodies = [vault._read_file(r.path).body for r in list(vault.catalog.all_rows())[:500]]  # noqa: SLF001
         sets = queries(random.Random(n), args.queries, gen, bodies)
+        out["segments_after_creates"] = segment_effect(vault, sets["word"])
+        vault.index.optimize()
+        log("queries")
         out["queries"] = {}
 
         def fts_run(_: str, match: str, filters: dict[str, str]) -> list[Any]:
@@ -159,6 +177,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result["machine"] = machine_info(tmp)
         for n in (int(s) for s in args.sizes.split(",")):
             result["sizes"][str(n)] = run_size(n, args, Path(tmp))
+    result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     largest = result["sizes"][max(result["sizes"], key=int)]
     q = largest["queries"]
     result["targets"] = {

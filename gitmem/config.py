@@ -38,6 +38,8 @@ user:
   email: user@localhost
 # Largest memory (frontmatter + body) accepted, in bytes.
 max_content_bytes: 1000000
+# Content that looks like a secret (API keys, tokens, private keys): refuse | redact | allow.
+secrets: refuse
 # MEMORY.md at the root: regenerated in every write commit, at most this many lines.
 memory_index: true
 memory_index_lines: 200

@@ -11,11 +11,21 @@ Checks (each a :class:`Finding`):
 * ``git-index``: ``.git/index`` out of step with HEAD (``git status`` noise);
 * ``temp-files``: temp files left by an interrupted write;
 * ``fsck``: repository integrity (``git fsck`` when git is installed, else a
-  dulwich check of every object reachable from HEAD).
+  dulwich check of every object reachable from HEAD);
+* ``catalog``: gitmem's SQLite cache readable, in step with the files and
+  with history (the memory -> commits table);
+* ``git-locks``: lock files a killed git or gitmem process left in ``.git``
+  (``index.lock``, ``refs/**.lock``, per-object ``.lock``), older than a minute;
+* ``recovery``: what crash recovery did (``.git/gitmem/recovery.log``; an
+  interrupted write is finished automatically by the next process that takes
+  the vault lock, see :mod:`gitmem.recovery`);
+* ``secrets``: memory files holding what looks like a secret (files a person
+  saved are committed as they are; this is where they are reported).
 
 ``repair=True`` fixes: the search index (re-index the differing files),
-``.git/index``, and leftover temp files.  It never edits a memory file and
-never rewrites history; it says what it did.
+``.git/index``, leftover temp files, the catalog (rebuilt from the files and
+history) and stale lock files.  It never edits a memory file and never
+rewrites history; it says what it did.
 """
 
 from __future__ import annotations
@@ -61,9 +71,12 @@ class Finding:
 def diagnose(vault: "Vault", *, repair: bool = False) -> list[Finding]:
     """Run every check (and optional repairs); returns the findings in order."""
     with vault.lock.hold():
+        catalog = _catalog(vault, repair)
+        locks = _git_locks(vault, repair)  # first: a stale index.lock would block the index repair
         vault.scan()
         return [_frontmatter(vault), _metadata(vault), _index(vault, repair), _worktree(vault),
-                _git_index(vault, repair), _temp_files(vault, repair), _fsck(vault)]
+                _git_index(vault, repair), _temp_files(vault, repair), _fsck(vault), catalog,
+                locks, _recovery(vault), _secrets(vault)]
 
 
 def _frontmatter(vault: "Vault") -> Finding:
@@ -134,7 +147,10 @@ def _git_index(vault: "Vault", repair: bool) -> Finding:
                       f".git/index disagrees with HEAD for {len(off)} file(s) (git status shows them)"
                       if off else ".git/index matches HEAD", off)
     if off and repair:
-        finding.repaired = vault.git.repair_index()
+        try:
+            finding.repaired = vault.git.repair_index()
+        except Exception as exc:  # noqa: BLE001 - e.g. a running git command holds index.lock
+            finding.summary += f" (not repaired: {type(exc).__name__}; is a git command running?)"
     return finding
 
 
@@ -178,3 +194,107 @@ def _fsck(vault: "Vault") -> Finding:
                 break
     return Finding("fsck", not problems, "objects reachable from HEAD are valid (dulwich check)"
                    if not problems else f"corrupt objects: {'; '.join(problems)}")
+
+
+def _catalog(vault: "Vault", repair: bool) -> Finding:
+    """The catalog cache: readable, rows in step with the files, history with HEAD.
+
+    Rows and history are caches every read catches up lazily, so being behind
+    is reported (and caught up) but is not a failure; a damaged database is
+    (it is also dropped and rebuilt whenever a Vault opens it).
+    """
+    import sqlite3
+    try:
+        ok_db = vault.catalog.db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        changed = _stale_rows(vault)
+    except sqlite3.DatabaseError:
+        ok_db, changed = False, []
+    if not ok_db:
+        finding = Finding("catalog", False, "the catalog database is damaged")
+        if repair:
+            vault.catalog.db.execute("DELETE FROM files")
+            vault.catalog.reset_touches()
+            vault.scan()
+            vault.sync_history()
+            finding.repaired = ["rebuilt .git/gitmem/catalog.sqlite from the files and history"]
+        return finding
+    behind = vault.sync_history()
+    parts = []
+    if changed:
+        parts.append(f"re-read {len(changed)} file(s) changed since it last looked")
+    if behind:
+        parts.append(f"recorded the memories touched by {behind} new commit(s)")
+    return Finding("catalog", True, "catalog caught up: " + "; ".join(parts) if parts
+                   else "catalog matches the files and history", changed[:20])
+
+
+def _stale_rows(vault: "Vault") -> list[str]:
+    known = {path: vault.catalog.stat_of(path) for path in vault.catalog.hashes()}
+    disk = vault._disk_files()  # noqa: SLF001 - the doctor compares the cache with the disk
+    stale = [p for p, st in disk.items() if known.get(p) != (st.st_mtime_ns, st.st_size)]
+    return sorted(stale + [p for p in known if p not in disk])
+
+
+_LOCK_AGE = 60.0  # seconds: git holds its locks for milliseconds, an editor-open commit for longer
+
+
+def _git_locks(vault: "Vault", repair: bool) -> Finding:
+    """Lock files in .git that no live process is using (older than a minute)."""
+    import time
+    git_dir = vault.git.git_dir
+    candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
+    for folder, _, files in os.walk(git_dir / "refs"):
+        candidates += [os.path.join(folder, f) for f in files if f.endswith(".lock")]
+    objects = git_dir / "objects"
+    for sub in os.listdir(objects) if objects.is_dir() else []:
+        if len(sub) == 2 and (objects / sub).is_dir():
+            candidates += [objects / sub / f for f in os.listdir(objects / sub) if f.endswith(".lock")]
+    now = time.time()
+    stale = []
+    for path in map(str, candidates):
+        try:
+            if now - os.stat(path).st_mtime > _LOCK_AGE:
+                stale.append(os.path.relpath(path, vault.root))
+        except OSError:
+            continue
+    finding = Finding("git-locks", not stale,
+                      f"{len(stale)} stale lock file(s) in .git (they block git commands)" if stale
+                      else "no stale lock files in .git", sorted(stale))
+    if stale and repair:
+        for rel in stale:
+            (vault.root / rel).unlink(missing_ok=True)
+        finding.repaired = sorted(stale)
+    return finding
+
+
+def _recovery(vault: "Vault") -> Finding:
+    """What crash recovery did (informational: recovery itself is automatic)."""
+    log = vault.state_dir / "recovery.log"
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    return Finding("recovery", True,
+                   f"{len(lines)} crash-recovery action(s) recorded (.git/gitmem/recovery.log), latest:"
+                   if lines
+                   else "no interrupted writes recovered", lines[-5:])
+
+
+def _secrets(vault: "Vault") -> Finding:
+    """Memory files holding what looks like a secret (a person's edits are committed as saved)."""
+    from .secrets import policy_of, scan_text
+    if policy_of(vault.config) == "allow":
+        return Finding("secrets", True, "not checked (secrets: allow in .gitmem.yaml)")
+    details: dict[str, str] = {}
+    for row in vault.catalog.all_rows():
+        try:
+            text = (vault.root / row.path).read_text("utf-8", "replace")
+        except OSError:
+            continue
+        found = scan_text(text)
+        if found:
+            details[row.path] = ", ".join(sorted({f.kind for f in found}))
+    return Finding("secrets", not details,
+                   f"{len(details)} memory file(s) look like they contain a secret (redact them; "
+                   "'gitmem purge ID' removes one from history)" if details
+                   else "no secrets found in memory files", sorted(details), details)

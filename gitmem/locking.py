@@ -13,19 +13,26 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from filelock import FileLock, Timeout
 
-from .errors import LockTimeout
+from .errors import LockTimeout, VaultClosed
 
 __all__ = ["VaultLock"]
 
 
 class VaultLock:
-    """Re-entrant inter-process lock for one vault."""
+    """Re-entrant inter-process lock for one vault.
 
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+    ``on_acquire`` runs each time this process takes the file lock (not on
+    re-entry): the vault uses it to finish a write whose process died while
+    holding the lock (:mod:`gitmem.recovery`).  Once :meth:`close` is called
+    every later :meth:`hold` raises :class:`~gitmem.errors.VaultClosed`.
+    """
+
+    def __init__(self, path: Path, timeout: float = 30.0,
+                 on_acquire: Callable[[], None] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.timeout = timeout
@@ -38,6 +45,8 @@ class VaultLock:
         self._file_lock = FileLock(str(path), thread_local=False, preserve_lock_file=True,
                                    fallback_to_soft=False)
         self._depth = 0
+        self._on_acquire = on_acquire
+        self._closed = False
 
     @contextmanager
     def hold(self) -> Iterator[None]:
@@ -45,6 +54,8 @@ class VaultLock:
         if not self._thread_lock.acquire(timeout=self.timeout):
             raise LockTimeout(f"timed out after {self.timeout:.0f}s waiting for another thread")
         try:
+            if self._closed and self._depth == 0:
+                raise VaultClosed("this Vault object is closed")
             if self._depth == 0:
                 try:
                     self._file_lock.acquire(timeout=self.timeout, poll_interval=0.002)
@@ -54,6 +65,8 @@ class VaultLock:
                         f"({self.path})") from None
             self._depth += 1
             try:
+                if self._depth == 1 and self._on_acquire is not None:
+                    self._on_acquire()
                 yield
             finally:
                 self._depth -= 1
@@ -61,6 +74,26 @@ class VaultLock:
                     self._file_lock.release()
         finally:
             self._thread_lock.release()
+
+    @contextmanager
+    def threads(self) -> Iterator[None]:
+        """Exclude the other threads of this process only (not other processes).
+
+        For work that must not interleave with a write in another thread, but
+        needs no inter-process lock: a read that refreshes the catalog cache
+        shares one SQLite connection with the writers, whose transactions it
+        must not enter (``cannot start a transaction within a transaction``).
+        """
+        if not self._thread_lock.acquire(timeout=self.timeout):
+            raise LockTimeout(f"timed out after {self.timeout:.0f}s waiting for another thread")
+        try:
+            yield
+        finally:
+            self._thread_lock.release()
+
+    def close(self) -> None:
+        """Refuse every later :meth:`hold` (call while holding it, as the last act)."""
+        self._closed = True
 
     @property
     def held(self) -> bool:

@@ -1,14 +1,19 @@
 """Full-text search over memories: a Whoosh index that is only ever a rebuildable cache.
 
-The only module of gitmem that imports :mod:`whoosh`.  The vault feeds it :class:`IndexDoc`
-objects and asks :meth:`SearchIndex.search`; the query language is parsed (and documented)
-in :mod:`gitmem.search_query`.  Unknown ``field:value`` is an error there, on purpose.
+The only module of gitmem that imports :mod:`whoosh`: the schema and analysis, opening,
+stamping and recreating the index, writing and merging segments, metadata filters.  The
+vault feeds it :class:`IndexDoc` objects and asks :meth:`SearchIndex.search`; the query
+language is parsed (and documented) in :mod:`gitmem.search_query`, queries are evaluated
+and ranked from the postings in :mod:`gitmem.search_rank`, and snippets are cut in
+:mod:`gitmem.search_snippet` (none of them imports Whoosh).  Unknown ``field:value`` is an
+error, on purpose.
 
 Ranking, each piece measured on a conversational eval set (``bench/retrieval.py``):
 
 - One positional ``text`` field holds title, tags/entities, author and body, with title and
   tag words weighing double: true BM25F (a word in title *and* body saturates once) with
   little length normalisation (``B=0.25``; memories are short) and Porter2 stemming.
+  Positions are stored as machine arrays (fast phrase checks, see ``search_rank``).
 - The month and year of ``created`` (unstemmed, so "in May 2023" matches) add to the
   score of documents the words matched.  Question words (what, did, ...) are dropped.
 - A group prior: memories sharing ``source`` (a conversation, a session) lend each other
@@ -16,10 +21,6 @@ Ranking, each piece measured on a conversational eval set (``bench/retrieval.py`
 - Natural queries (plain words and phrases) rank the documents containing *all* words first
   and fill with *any*-word matches (``mode`` tells which exists); operators, parentheses or
   a prefix switch to strict boolean meaning (``mode="syntax"``).
-
-Queries are scored here from the postings, a block at a time (Whoosh's formula; Whoosh
-itself scores only phrases): several times faster than Whoosh's matchers in pure Python,
-exact totals, and the same ranking for every page.
 
 Statuses archived, deleted and superseded are hidden unless ``include_inactive`` or an
 explicit ``status:`` filter.  Whoosh's exceptions never leave this module: bad syntax is
@@ -31,66 +32,45 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import heapq
 import importlib.metadata
 import json
-import math
 import os
 import re
 import threading
 import time
 import warnings
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Collection, Any
 
 import whoosh.index
-from whoosh import highlight, query as wq, scoring
+from whoosh import formats, query as wq, scoring
 from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.analysis.analyzers import STOP_WORDS
+from whoosh.codec.whoosh3 import W3Codec
 from whoosh.columns import NumericColumn, VarBytesColumn
 from whoosh.filedb.filestore import FileStorage
 from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
+from whoosh.reading import SegmentReader
 from whoosh.writing import CLEAR, OPTIMIZE
 
 from gitmem import search_query as sq
 from gitmem.errors import InvalidQuery, StorageError
+from gitmem.search_rank import PREFIX_EXPANSION_LIMIT, Ranker, blocks, hit
+from gitmem.search_doc import IndexDoc, index_fields
+from gitmem.search_snippet import WORD_PATTERN, Snippeter
 from gitmem.search_query import SearchConfig, SearchHit, SearchPage   # part of this API
 
 __all__ = ["IndexDoc", "SearchHit", "SearchPage", "SearchIndex", "SearchConfig",
            "PREFIX_EXPANSION_LIMIT", "INACTIVE_STATUSES"]
 
-PREFIX_EXPANSION_LIMIT = 50          # a prefix becomes at most this many (most frequent) words
 INACTIVE_STATUSES = ("archived", "deleted", "superseded")
-SCHEMA_VERSION = 5                   # bump when the schema or the analysis changes
-SNIPPET_CHARS = 200
+SCHEMA_VERSION = 6                   # bump when the schema or the analysis changes
 _INDEX_NAME = "MAIN"
 _STAMP, _STATE = "gitmem-stamp.json", "gitmem-state.json"
-
-
-@dataclass
-class IndexDoc:
-    """One memory as the index sees it (produced by the vault from a Markdown file)."""
-    path: str
-    id: str
-    title: str
-    body: str
-    hash: str
-    tags: list[str] = field(default_factory=list)
-    type: str = "memory"
-    tier: str = "short_term"
-    status: str = "active"
-    scope: str | None = None
-    agent: str | None = None
-    entities: list[str] = field(default_factory=list)
-    links: list[str] = field(default_factory=list)
-    importance: int = 3
-    created: str | None = None
-    updated: str | None = None
-    source: str | None = None
 
 
 class _Or(wq.Or):
@@ -133,17 +113,15 @@ def _read_json(path: Path) -> dict | None:
 
 
 class _Analysis:
-    """One tokenisation shared by indexing, querying and highlighting."""
+    """One tokenisation shared by indexing, querying and snippets."""
 
     def __init__(self, cfg: SearchConfig) -> None:
-        stop = STOP_WORDS | {"i", "s", "t", "d", "ll", "m", "re", "ve"}
-        # Not whoosh-reloaded's default pattern, which keeps "*" in words (Markdown "**bold**")
-        # and "_" around them ("_italic_"); inner "_", ".", "'" join: long_term, 3.5, Ann's.
-        words = RegexTokenizer(r"[^\W_]+(?:[_.'’][^\W_]+)*")
-        self.base = words | LowercaseFilter() | StopFilter(stoplist=stop, minsize=1)
+        self.stop = frozenset(STOP_WORDS | {"i", "s", "t", "d", "ll", "m", "re", "ve"})
+        words = RegexTokenizer(WORD_PATTERN)
+        self.base = words | LowercaseFilter() | StopFilter(stoplist=self.stop, minsize=1)
         raw = {"porter2": stemmer_for_language("en"), "porter": porter_stem}.get(cfg.stemmer)
         self.stem: Callable[[str], str] = functools.lru_cache(100_000)(raw) if raw else str
-        self.text = self.base | StemFilter(stemfn=raw) if raw else self.base   # highlighting
+        self.text = self.base | StemFilter(stemfn=raw) if raw else self.base
 
     def tokens(self, text: str) -> list[str]:
         return [t.text for t in self.base(text)]
@@ -151,12 +129,45 @@ class _Analysis:
     def stems(self, text: str) -> list[str]:
         return [self.stem(t) for t in self.tokens(text)]
 
+    def key(self, word: str) -> str:
+        """The term a lower-case word of a text is indexed as (stop words: themselves)."""
+        return word if word in self.stop else self.stem(word)
+
+
+
+if array("I").itemsize != 4:  # pragma: no cover - every platform Python supports today
+    raise ImportError("gitmem.search needs 4-byte unsigned ints in array('I')")
+
+
+class _ArrayPositions(formats.Positions):
+    """Positions stored as a machine array of 32-bit integers instead of Whoosh's pickled
+    list of deltas: checking a phrase decodes a posting with one C call instead of an
+    unpickle and a Python loop (``gitmem.search_rank``).  Whoosh's own span queries
+    read it through ``decode_positions`` as before."""
+
+    def encode(self, poslist: Sequence[int]) -> bytes:
+        return array("I", poslist).tobytes()
+
+    def decode_positions(self, valuestring: bytes) -> list[int]:
+        return array("I", valuestring).tolist()
+
+    def decode_frequency(self, valuestring: bytes) -> int:
+        return len(valuestring) // 4
+
+    # ``decode_positions`` without a Python frame (gitmem.search_rank's phrase check)
+    positions_array = staticmethod(functools.partial(array, "I"))
+
+
 
 
 class _WeightedText(TEXT):
     """A positional text field whose value is a list of ``(term, weight)`` pairs, one per
     position (``None`` = a gap), so title and tag words can weigh more than body words
     inside one BM25 field."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.format = _ArrayPositions(field_boost=self.format.field_boost)
 
     def index(self, value: Any, **kw: Any) -> Any:
         poses: dict[str, list[int]] = {}
@@ -186,36 +197,11 @@ def _schema(cfg: SearchConfig, an: _Analysis) -> Schema:
     return Schema(**fields)
 
 
-def _low(v: str | None) -> str | None:
-    return v.strip().lower() if isinstance(v, str) and v.strip() else None
-
-
-def _blocks(matcher: Any) -> Iterable[tuple[Sequence[int], Sequence[float]]]:
-    """(ids, weights) of a leaf posting list, a block at a time (Whoosh's block internals,
-    pinned by the whoosh-reloaded version check; generic per-posting path otherwise)."""
-    m = getattr(matcher, "child", matcher)      # deletions are filtered by the caller
-    if all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_ids")):
-        while m.is_active():
-            if m._ids is None:
-                m._read_ids()
-            if m._weights is None:
-                m._read_weights()
-            yield m._ids, m._weights
-            m._next_block()
-    else:                                       # e.g. a short list inlined in the term info
-        ids, weights = [], []
-        while m.is_active():
-            ids.append(m.id())
-            weights.append(m.weight())
-            m.next()
-        yield ids, weights
-
-
 class SearchIndex:
     """A Whoosh index of memories in ``directory`` (a cache: recreated when unusable)."""
 
     WRITE_TIMEOUT = 10.0      # seconds to wait for the index write lock
-    MAX_SEGMENTS = 10         # a single-document commit merges small segments beyond this
+    MERGE_FACTOR = 20         # a commit merges a size tier once it holds this many segments
 
     def __init__(self, directory: str | Path, *, config: SearchConfig | None = None) -> None:
         self.cfg = config or SearchConfig()
@@ -225,7 +211,8 @@ class SearchIndex:
         self._schema = _schema(self.cfg, self._an)
         self._weighting = scoring.BM25F(B=self.cfg.b, K1=self.cfg.k1, when_B=0.0)
         self._searcher: Any = None
-        self._leaf_cache: dict[Any, tuple[list[int], list[str]]] = {}
+        self._rank = Ranker(self.cfg, self._an)
+        self._memo: dict[Any, Any] = {}      # per-searcher results (live docs, hidden docs)
         self.needs_rebuild = False
         schema = f"{SCHEMA_VERSION}:{self.cfg.schema_key()}".encode()
         self._stamp = {"distribution": "whoosh-reloaded", "version": _whoosh_version(),
@@ -302,39 +289,14 @@ class SearchIndex:
 
     # --- writing ------------------------------------------------------------------------
 
-    def _fields(self, d: IndexDoc) -> dict[str, Any]:
-        an, c = self._an, self.cfg
-        title, body = an.tokens(d.title or ""), an.tokens(d.body or "")
-        meta = an.tokens(" ".join(list(d.tags) + list(d.entities)))
-        text: list = []
-        for toks, weight in ((title, c.title_weight), (meta, c.meta_weight),
-                             (an.tokens(d.agent or ""), c.agent_weight), (body, 1.0)):
-            if weight:
-                text += [(an.stem(t), weight) for t in toks] + [None] * 4
-        out: dict[str, Any] = dict(
-            path=d.path, hash=(d.hash or "").encode(), id=(d.id or "").lower(),
-            title=d.title or "", body=d.body or "", text=text,
-            words=list(dict.fromkeys(title + body + meta)), taglist=list(d.tags),
-            type=_low(d.type) or "memory", tier=_low(d.tier) or "short_term",
-            status=_low(d.status) or "active", importance=int(d.importance or 0),
-            updated_iso=d.updated,
-            recency=sq.iso_to_epoch(d.updated) or sq.iso_to_epoch(d.created) or 0)
-        for key, val in (("tags", ",".join(t.strip().lower() for t in d.tags)),
-                         ("entities", ",".join(e.strip().lower() for e in d.entities)),
-                         ("links", ",".join(d.links)), ("scope", _low(d.scope)),
-                         ("agent", _low(d.agent)), ("source", _low(d.source)),
-                         ("when", sq.month_year(d.created)),
-                         ("created", sq.iso_to_epoch(d.created)),
-                         ("updated", sq.iso_to_epoch(d.updated))):
-            if val:
-                out[key] = val
-        return out
-
     def _writer(self, limitmb: int) -> Any:
         deadline = time.monotonic() + self.WRITE_TIMEOUT
         while True:
             try:
-                return self._ix.writer(timeout=min(1.0, self.WRITE_TIMEOUT), limitmb=limitmb)
+                # Posting blocks uncompressed: zlib was half the cost of reading the
+                # postings of a common word; the index is a local cache, size matters less.
+                return self._ix.writer(timeout=min(1.0, self.WRITE_TIMEOUT), limitmb=limitmb,
+                                       codec=W3Codec(compression=0))
             except whoosh.index.LockError:
                 if time.monotonic() >= deadline:
                     raise StorageError("index busy: another process holds the search index "
@@ -374,28 +336,54 @@ class SearchIndex:
 
         def work(w: Any) -> None:
             for d in latest.values():
-                (w.add_document if d.path in new else w.update_document)(**self._fields(d))
+                (w.add_document if d.path in new else w.update_document)(**index_fields(d, self._an, self.cfg))
 
         if latest:
-            self._commit(work, merge=self._merge_due())
+            self._commit(work, mergetype=self._merge_policy(self.MERGE_FACTOR))
 
     def delete(self, paths: Sequence[str]) -> None:
         """Remove documents by path (unknown paths are ignored)."""
         if paths:
             self._commit(lambda w: [w.delete_by_term("path", p) for p in set(paths)],
-                         merge=self._merge_due())
+                         mergetype=self._merge_policy(self.MERGE_FACTOR))
 
-    def _merge_due(self) -> bool:
-        # Merging small segments on every commit costs ~25 ms at 10k docs; a
-        # single-document commit only merges once segments pile up, and
-        # merge_small() catches up when the writer is idle.
-        return self._segment_count() >= self.MAX_SEGMENTS
+    def _merge_policy(self, factor: int) -> Callable[[Any, list], list]:
+        """A Whoosh merge policy: segments are grouped in size tiers (1-19 documents,
+        20-399, 400-7,999, ... for MERGE_FACTOR 20); the smallest tier holding ``factor``
+        segments is merged into the segment being written.  Each document is thus copied
+        about once per tier, a merge costs about as much as the small segments it takes,
+        and only one commit in 20 merges (each extra segment costs a query ~20 µs).
+
+        Whoosh's default (MERGE_SMALL) merged the smallest segments up to a Fibonacci
+        bound, so the segment growing out of a burst of small commits was copied again
+        on every 5th commit: 200-300 ms per create at 10k memories by the 100th."""
+        def policy(writer: Any, segments: list) -> list:
+            tiers: dict[int, list] = {}
+            for seg in segments:
+                n, tier = seg.doc_count_all(), 0
+                while n >= self.MERGE_FACTOR:
+                    n, tier = n // self.MERGE_FACTOR, tier + 1
+                tiers.setdefault(tier, []).append(seg)
+            for tier in sorted(tiers):
+                group = tiers[tier]
+                if len(group) >= factor and len(group) > 1:
+                    for seg in group:
+                        reader = SegmentReader(writer.storage, writer.schema, seg)
+                        writer.add_reader(reader)
+                        reader.close()
+                    return [seg for seg in segments if not any(seg is g for g in group)]
+            return segments
+        return policy
 
     def merge_small(self) -> None:
-        """Merge the small segments left by recent single-document commits (cheap;
-        call when idle so queries do not slow down as segments pile up)."""
-        if self._segment_count() > 2:
-            self._commit(lambda w: None)
+        """Merge small segments left by recent commits, as long as some size tier holds
+        two or more (call when idle: a burst of commits leaves up to ``MERGE_FACTOR - 1``
+        segments per tier, and each segment costs every query a little)."""
+        while self._segment_count() > 1:
+            before = self._segment_count()
+            self._commit(lambda w: None, mergetype=self._merge_policy(2))
+            if self._segment_count() >= before:
+                break
 
     def rebuild(self, docs: Iterable[IndexDoc],
                 progress: Callable[[int], None] | None = None) -> int:
@@ -409,7 +397,7 @@ class SearchIndex:
             for d in docs:
                 if d.path not in seen:
                     seen.add(d.path)
-                    w.add_document(**self._fields(d))
+                    w.add_document(**index_fields(d, self._an, self.cfg))
                     count += 1
                     if progress and count % 500 == 0:
                         progress(count)
@@ -432,12 +420,14 @@ class SearchIndex:
         """The current searcher: reopened when this or another process committed."""
         try:
             if self._searcher is None:
+                self._memo = {}
                 self._searcher = self._ix.searcher(weighting=self._weighting)
             elif not self._searcher.up_to_date():
                 # Not Searcher.refresh(): it reuses segment readers whose deletions changed
                 # (deleted documents come back) and fails on an empty index.
                 self._searcher.close()
                 self._searcher = None
+                self._memo = {}
                 self._searcher = self._ix.searcher(weighting=self._weighting)
             return self._searcher
         except Exception as exc:  # noqa: BLE001
@@ -488,37 +478,8 @@ class SearchIndex:
 
     def prefix_terms(self, prefix: str) -> list[str]:
         """The words ``prefix*`` expands to: the PREFIX_EXPANSION_LIMIT most frequent."""
-        r = self._refresh().reader()
-        found = [(r.doc_frequency("words", t), t) for t in r.expand_prefix("words", prefix.lower())]
-        top = heapq.nsmallest(PREFIX_EXPANSION_LIMIT, found, key=lambda x: (-x[0], x[1]))
-        return [t if isinstance(t, str) else t.decode() for _, t in top]
-
-    def _eval(self, s: Any, n: Any, hl: set[str]) -> dict[int, float] | None:
-        """Score every document matching a syntax node, from the postings (None when the
-        node analyses to nothing, e.g. a stop word).  Whoosh only scores phrases."""
-        b = self.cfg.b
-        if isinstance(n, (sq.Word, sq.Phrase)):
-            stems = self._an.stems(n.text)
-            hl.update(stems)
-            if len(stems) > 1:
-                return {h.docnum: h.score or 0.0
-                        for h in s.search(wq.Phrase("text", stems), limit=None)}
-            return self._term_scores(s, "text", stems[0], 1.0, b) if stems else None
-        if isinstance(n, sq.Prefix):
-            stems = dict.fromkeys(self._an.stem(t) for t in self.prefix_terms(n.text))
-            hl.update(stems)
-            return sq.add_scores([self._term_scores(s, "text", t, 1.0, b) for t in stems])
-        if isinstance(n, (sq.FieldTerm, sq.DateRange)):
-            return dict.fromkeys(self._docs(s, self._filter_query(n)), 0.5)
-        if isinstance(n, sq.Not):
-            inner = self._eval(s, n.item, set())
-            return None if inner is None else dict.fromkeys(
-                set(s.reader().all_doc_ids()).difference(inner), 0.0)
-        parts = [p for p in (self._eval(s, c, hl) for c in n.items) if p is not None]
-        if not parts or isinstance(n, sq.Or):
-            return sq.add_scores(parts) if parts else None
-        both = set(parts[0]).intersection(*parts[1:])
-        return {d: sum(p[d] for p in parts) for d in both}
+        with self._lock:
+            return self._rank.prefix_terms(self._refresh().reader(), prefix)
 
     def _filter_query(self, n: Any) -> Any:
         if isinstance(n, sq.FieldTerm):
@@ -563,22 +524,28 @@ class SearchIndex:
         if pq.filters:
             allow = self._docs(s, wq.And([self._filter_query(f) for f in pq.filters]))
         if not include_inactive and not pq.filters_status:
-            restrict = self._docs(s, _Or([wq.Term("status", x) for x in INACTIVE_STATUSES]))
+            if "hidden" not in self._memo:
+                self._memo["hidden"] = self._docs(
+                    s, _Or([wq.Term("status", x) for x in INACTIVE_STATUSES]))
+            restrict = self._memo["hidden"]
         hl: set[str] = set()
-        want = offset + limit
+        want, r = offset + limit, s.reader()
         if pq.natural and (pq.words or pq.phrases):
-            ranked, total, mode = self._rank_natural(s, pq, hl, allow, restrict, want)
+            ranked, total, mode = self._rank.rank_natural(r, pq, hl, allow, restrict, want)
         elif not pq.natural and pq.expr is not None:
-            ranked, total, mode = self._rank_syntax(s, pq, hl, allow, restrict, want)
+            ranked, total, mode = self._rank.rank_syntax(
+                r, pq, hl, allow, restrict, want,
+                lambda n: self._docs(s, self._filter_query(n)), lambda: self._live(s))
         elif allow is not None and not allow:
             ranked, total, mode = [], 0, "filter"
         else:   # filters only: newest first
             res = s.search(wq.Every(), limit=max(want, 1), filter=allow, mask=restrict or None,
                            sortedby="recency", reverse=True)
-            total = len((allow or set(s.reader().all_doc_ids())) - (restrict or set()))
+            total = len((self._live(s) if allow is None else allow) - (restrict or set()))
             ranked, mode = [(h.docnum, 0.0) for h in res], "filter"
-        hits = [self._hit(s, dn, sc, hl) for dn, sc in ranked[offset:want]]
-        suggestion = self._suggest(s, pq, query) if total == 0 else None
+        snippet = Snippeter(hl, self._an.key)
+        hits = [hit(s.stored_fields(dn), sc, snippet) for dn, sc in ranked[offset:want]]
+        suggestion = self._rank.suggest(r, pq, query) if total == 0 else None
         return SearchPage(hits, total, suggestion, mode)
 
     def _docs(self, s: Any, q: Any) -> set[int]:
@@ -596,148 +563,18 @@ class SearchIndex:
                 deleted = leaf.deleted_docs_set if leaf.has_deletions() else ()
                 for t in texts:
                     if leaf.doc_frequency(q.fieldname, t):
-                        for ids, _ in _blocks(leaf.postings(q.fieldname, t)):
+                        for ids, _, _ in blocks(leaf.postings(q.fieldname, t)):
                             out.update(base + i for i in ids if i not in deleted)
             return out
         if isinstance(q, (wq.And, wq.Or)) and q.subqueries:
             sets = [self._docs(s, c) for c in q.subqueries]
             return set.intersection(*sets) if isinstance(q, wq.And) else set().union(*sets)
         if isinstance(q, wq.Not):
-            return set(r.all_doc_ids()) - self._docs(s, q.query)
+            return self._live(s) - self._docs(s, q.query)
         return set(s.docs_for_query(q))
 
-    def _rank_syntax(self, s: Any, pq: sq.ParsedQuery, hl: set[str], allow: Any,
-                     restrict: Any, want: int) -> tuple[list, int, str]:
-        scores = self._eval(s, pq.expr, hl) or {}
-        if allow is not None or restrict:
-            scores = {d: v for d, v in scores.items()
-                      if (allow is None or d in allow) and not (restrict and d in restrict)}
-        return self._group_prior(s, scores, want), len(scores), "syntax"
-
-    def _term_scores(self, s: Any, fieldname: str, text: str, boost: float,
-                     b: float) -> dict[int, float]:
-        """BM25 scores (Whoosh's formula) of every live document containing the term."""
-        r = s.reader()
-        df = r.doc_frequency(fieldname, text)
-        if not df:
-            return {}
-        k1, n_all = self.cfg.k1, r.doc_count_all()
-        idf = (math.log(n_all / (df + 1)) + 1) * boost
-        avgfl = (r.field_length(fieldname) / n_all) or 1.0
-        out: dict[int, float] = {}
-        for leaf, base in r.leaf_readers():
-            if not leaf.doc_frequency(fieldname, text):
-                continue
-            lengths = self._leaf_info(leaf)[0] if b else None
-            deleted = leaf.deleted_docs_set if leaf.has_deletions() else ()
-            for ids, weights in _blocks(leaf.postings(fieldname, text)):
-                for i, w in zip(ids, weights):
-                    if i not in deleted:
-                        norm = k1 * ((1 - b) + b * lengths[i] / avgfl) if lengths else k1
-                        out[base + i] = idf * w * (k1 + 1) / (w + norm)
-        return out
-
-    def _leaf_info(self, leaf: Any) -> tuple[list[int], list[str]]:
-        """Per-segment ``text`` lengths and ``source`` values, cached per segment."""
-        key = leaf.segment().segment_id()
-        if key not in self._leaf_cache:
-            if len(self._leaf_cache) > 64:
-                self._leaf_cache.clear()
-            n = leaf.doc_count_all()
-            self._leaf_cache[key] = ([leaf.doc_field_length(i, "text", 0) for i in range(n)],
-                                     list(leaf.column_reader("source")))
-        return self._leaf_cache[key]
-
-    def _rank_natural(self, s: Any, pq: sq.ParsedQuery, hl: set[str], allow: Any,
-                      restrict: Any, want: int) -> tuple[list, int, str]:
-        """Score plain words from the postings; all-word matches first (see SearchConfig)."""
-        c, r = self.cfg, s.reader()
-        text = " ".join(pq.words)
-        toks = self._an.tokens(text)
-        if c.question_stop:
-            toks = [t for t in toks if t not in sq.QUESTION_WORDS] or toks
-        stems = list(dict.fromkeys(self._an.stem(t) for t in toks))
-        hl.update(stems)
-        units = [self._term_scores(s, "text", st, 1.0, c.b) for st in stems]
-        units += [u for u in (self._eval(s, sq.Phrase(ph), hl) for ph in pq.phrases)
-                  if u is not None]
-        extras = [self._term_scores(s, "when", w, c.date_boost, 0.0)
-                  for w in dict.fromkeys(re.findall(r"\w+", text.lower()))
-                  if c.date_boost and r.doc_frequency("when", w)]
-        scores, first, mode = sq.combine_natural(units, extras, allow, restrict, c.natural,
-                                                 c.all_boost)
-        return self._group_prior(s, scores, want, first), len(scores), mode
-
-    def _group_prior(self, s: Any, scores: dict[int, float], want: int,
-                     first: set[int] | frozenset = frozenset()) -> list[tuple[int, float]]:
-        if self.cfg.group_weight and len(scores) > 1:
-            src: dict[int, str] = {}
-            for leaf, base in s.reader().leaf_readers():
-                sources = self._leaf_info(leaf)[1]
-                hi = base + len(sources)
-                src.update((d, sources[d - base]) for d in scores if base <= d < hi)
-            scores = sq.group_prior(scores, src, self.cfg.group_weight, self.cfg.group_depth)
-        return heapq.nlargest(want, scores.items(), key=lambda x: (x[0] in first, x[1], -x[0]))
-
-    def _hit(self, s: Any, docnum: int, score: float, hl: set[str]) -> SearchHit:
-        f = s.stored_fields(docnum)
-        return SearchHit(id=f.get("id", ""), path=f["path"], title=f.get("title", ""),
-                         tier=f.get("tier", ""), type=f.get("type", ""),
-                         tags=list(f.get("taglist") or []), score=round(float(score), 4),
-                         updated=f.get("updated_iso"),
-                         snippet=self._snippet(f.get("body", ""), f.get("title", ""), hl))
-
-    def _snippet(self, body: str, title: str, terms: set[str]) -> str:
-        """The best ~200-character passage of the body with matches in ``**bold**``."""
-        for text in (body, title):
-            if text and terms:
-                frag = highlight.highlight(text, terms, self._an.text, _FRAGMENTER, _FORMATTER,
-                                           top=1)
-                if frag:
-                    return _clip(frag)
-        return _clip(body or title)
-
-    def _suggest(self, s: Any, pq: sq.ParsedQuery, query: str) -> str | None:
-        """The query with unknown words replaced by the closest indexed words, if any."""
-        text, r = " ".join(pq.texts()), s.reader()
-        fixes: dict[str, str] = {}
-        for w in dict.fromkeys(self._an.tokens(text)):
-            if len(w) < 3 or w.isdigit() or r.doc_frequency("words", w):
-                continue
-            found = [(sq.edit_distance(w, c), -r.doc_frequency("words", c), c) for c in
-                     (x if isinstance(x, str) else x.decode()
-                      for x in r.terms_within("words", w, 2, prefix=1))]
-            if found:
-                fixes[w] = min(found)[2]
-        if not fixes:
-            return None
-        fix = functools.partial(re.sub, r"\w+", lambda m: fixes.get(m[0].lower(), m[0]))
-        return "".join(p if ":" in p else fix(p) for p in re.split(r"(\s+)", query))
-
-
-class _MarkFormatter(highlight.Formatter):
-    """Marks matched words Markdown-style: ``**word**``; ``…`` where text was cut."""
-    between = " … "
-
-    def format_token(self, text: str, token: Any, replace: bool = False) -> str:
-        return f"**{highlight.get_text(text, token, replace)}**"
-
-    def format_fragment(self, fragment: Any, replace: bool = False) -> str:
-        out = super().format_fragment(fragment, replace).strip()
-        rest = fragment.text[fragment.endchar:]
-        punct = re.match(r"[.!?)\"']+", rest)          # keep a sentence's final punctuation
-        if punct:
-            out, rest = out + punct.group(0), rest[punct.end():]
-        return ("…" if fragment.startchar > 0 else "") + out + ("…" if rest.strip() else "")
-
-
-_FRAGMENTER = highlight.ContextFragmenter(maxchars=SNIPPET_CHARS, surround=60, charlimit=None)
-_FORMATTER = _MarkFormatter()
-
-
-def _clip(text: str) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    if len(text) <= SNIPPET_CHARS + 40:
-        return text
-    cut = text[:SNIPPET_CHARS]
-    return cut + ("**" if cut.count("**") % 2 else "") + "…"
+    def _live(self, s: Any) -> set[int]:
+        """Every live document number (kept until the searcher changes; never mutate)."""
+        if "live" not in self._memo:
+            self._memo["live"] = set(s.reader().all_doc_ids())
+        return self._memo["live"]

@@ -330,7 +330,7 @@ WRITER = """
 import sys
 from gitmem.search import IndexDoc, SearchIndex
 ix = SearchIndex(sys.argv[1])
-ix.MAX_SEGMENTS = 3          # merge (and delete segment files) on most commits
+ix.MERGE_FACTOR = 2          # merge (and delete segment files) on most commits
 for n in range(int(sys.argv[2])):
     ix.upsert([IndexDoc(path=f"w{n}.md", id=f"w{n}", title="w", body=f"churn word{n}",
                         hash=str(n))], new=[f"w{n}.md"])
@@ -457,3 +457,113 @@ def test_whoosh_errors_never_escape(ix: SearchIndex) -> None:
         ix.search("x", limit=-1)
     ix.close()
     assert ix.search("still works after close").total == 0
+
+
+# --- phrases (postings intersection + positions, gitmem.search_rank) ----------------------
+
+def test_phrase_repeated_words(ix: SearchIndex) -> None:
+    ix.upsert([doc("three.md", "bang bang bang went the drum"),
+               doc("two.md", "it went bang bang once"),
+               doc("apart.md", "bang then later another bang")])
+    assert set(paths(ix.search('"bang bang"'))) == {"three.md", "two.md"}
+    assert paths(ix.search('"bang bang bang"')) == ["three.md"]
+    assert paths(ix.search('"drum bang"')) == []
+
+
+def test_phrase_never_spans_title_tags_or_body_boundaries(ix: SearchIndex) -> None:
+    ix.upsert([doc("t.md", "gamma delta epsilon", "Alpha beta", tags=["zeta", "eta"]),
+               doc("in.md", "one beta gamma two", "Other")])
+    assert paths(ix.search('"alpha beta"')) == ["t.md"]
+    assert paths(ix.search('"beta gamma"')) == ["in.md"]     # title end + body start: no
+    assert paths(ix.search('"eta gamma"')) == []             # tags end + body start: no
+    assert paths(ix.search('"beta zeta"')) == []             # title end + tags start: no
+    assert paths(ix.search('"zeta eta"')) == ["t.md"]
+
+
+def test_phrase_is_stemmed_and_skips_stop_words(ix: SearchIndex) -> None:
+    ix.upsert([doc("s.md", "We deployed servers on Monday; state of the art tooling."),
+               doc("o.md", "Servers deployed on Monday.")])
+    assert paths(ix.search('"deploying server"')) == ["s.md"]
+    assert paths(ix.search('"state of the art"')) == ["s.md"]
+    assert paths(ix.search('"state art tool"')) == ["s.md"]
+    assert paths(ix.search('"art state"')) == []
+
+
+def test_phrase_with_filters_and_inside_not(notes: SearchIndex) -> None:
+    assert paths(notes.search('"dark mode" tier:long_term type:goal')) == ["d.md"]
+    assert paths(notes.search('"dark mode"', filters={"type": "preference"})) == ["a.md"]
+    assert paths(notes.search('mode NOT "dark mode"')) == []
+    assert paths(notes.search('dark NOT "deliver dark"')) == ["a.md"]
+    assert set(paths(notes.search('"dark mode" OR ansible'))) == {"a.md", "b.md", "d.md"}
+    page = notes.search('"dark mode" "ship goal"')
+    assert page.mode == "all-words" and paths(page)[0] == "d.md"
+
+
+def test_phrase_results_and_scores_equal_whooshs_span_matcher(tmp_path: Path) -> None:
+    """The postings-based phrase evaluation against Whoosh's own Phrase query, on a small
+    vocabulary (every word in most documents), several segments and deletions."""
+    from whoosh.query import Phrase
+    ix = SearchIndex(tmp_path / "p", config=SearchConfig(group_weight=0))
+    rng = random.Random(11)
+    vocab = ["red", "blue", "green", "stone", "river", "cloud", "lamp", "bird"]
+    ix.rebuild(doc(f"d{i:03d}.md", " ".join(rng.choices(vocab, k=rng.randint(2, 40))),
+                   title=" ".join(rng.choices(vocab, k=2)), tags=rng.sample(vocab, 2))
+               for i in range(300))
+    for i in range(12):                      # more segments, one of them with deletions
+        ix.upsert([doc(f"d{i:03d}.md", " ".join(rng.choices(vocab, k=20)))])
+    ix.delete([f"d{i:03d}.md" for i in range(20, 40)])
+    s = ix._refresh()
+    assert len(s.reader().leaf_readers()) > 1 and s.reader().has_deletions()
+    for n in range(60):
+        words = rng.choices(vocab, k=rng.choice([2, 2, 3, 4]))
+        ours = ix._rank.phrase_scores(s.reader(), words)
+        theirs = {h.docnum: h.score for h in s.search(Phrase("text", words), limit=None)}
+        assert set(ours) == set(theirs), words
+        assert all(abs(ours[d] - theirs[d]) < 1e-4 for d in ours), words
+        page = ix.search('"' + " ".join(words) + '"', limit=5)
+        assert page.total == len(theirs)
+    ix.close()
+
+
+# --- snippets (gitmem.search_snippet) -----------------------------------------------------
+
+def test_snippet_marks_stemmed_forms_and_whole_words_only(ix: SearchIndex) -> None:
+    ix.upsert([doc("s.md", "Deployment notes: we deployed twice; x_deploy and redeploy "
+                           "are other words. Deploying again soon.")])
+    snip = ix.search("deploy").hits[0].snippet
+    assert "**Deployment**" in snip and "**deployed**" in snip and "**Deploying**" in snip
+    assert "x_deploy" in snip and "**x_deploy**" not in snip and "**redeploy**" not in snip
+
+
+def test_snippet_picks_the_passage_with_the_most_matches(ix: SearchIndex) -> None:
+    body = ("Opening words about nothing much. " * 12 + "Here the heron met the otter "
+            "and the heron left. " + "Closing words about nothing at all. " * 12)
+    ix.upsert([doc("p.md", body, "Birds")])
+    snip = ix.search("heron otter").hits[0].snippet
+    assert snip.count("**heron**") == 2 and "**otter**" in snip
+    assert snip.startswith("…") and snip.endswith("…") and len(snip) <= 260
+
+
+def test_snippet_when_lower_casing_changes_lengths(ix: SearchIndex) -> None:
+    ix.upsert([doc("i.md", "İzmir İstanbul: the herons nested. Heron count: 3.")])
+    snip = ix.search("heron").hits[0].snippet
+    assert snip == "İzmir İstanbul: the **herons** nested. **Heron** count: 3."
+
+
+def test_single_commits_merge_by_size_tier_and_idle_merge_compacts(ix: SearchIndex) -> None:
+    ix.MERGE_FACTOR = 3                   # tiers: 1-2 documents, 3-8, 9-26, 27-80
+    counts = []
+    for i in range(30):
+        ix.upsert([doc(f"m{i}.md", f"tiered merge word{i} kestrel")], new=[f"m{i}.md"])
+        if i % 4 == 0:
+            ix.delete([f"m{i}.md"])
+        counts.append(ix._segment_count())
+    assert max(counts) <= 2 * 4           # never more than factor - 1 per tier
+    assert ix.search("kestrel").total == 22
+
+    def tier(n: int) -> int:
+        return 0 if n < 3 else 1 + tier(n // 3)
+    ix.merge_small()
+    sizes = [seg.doc_count_all() for seg in ix._ix._segments()]
+    assert len(sizes) == len({tier(n) for n in sizes}) < counts[-1]   # one per tier
+    assert ix.search("kestrel").total == 22 and ix.search("word29").total == 1
