@@ -405,7 +405,9 @@ class GitStore:
         pending, self._pending_index = self._pending_index, {}
         try:
             index = self.repo.open_index()
+            head = self.head()
             for path, value in pending.items():
+                value = self._still_current(head, path, value)
                 if value is None:
                     if path in index:
                         del index[path]
@@ -419,6 +421,29 @@ class GitStore:
                 self._pending_index.setdefault(path, value)
             return
         (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
+
+    def _still_current(self, head: bytes | None, path: bytes,
+                       value: tuple[bytes, os.stat_result] | None) -> tuple[bytes, os.stat_result] | None:
+        """A pending index entry, corrected if another process has committed the path
+        since (MEMORY.md is rewritten by every writer): HEAD's blob, with the file's
+        stat only when the file holds exactly that blob (else git re-reads it)."""
+        current = self.blob_sha_at(head, path.decode("utf-8")) if head else None
+        if current == (value[0] if value else None):
+            return value
+        if current is None:
+            return None
+        full = self.root / path.decode("utf-8")
+        st = _stat_or_none(full)
+        if st is None:
+            return None
+        try:
+            same = Blob.from_string(full.read_bytes()).id == current
+        except OSError:
+            same = False
+        if not same:   # a stat git cannot trust, so `git status` compares the content
+            st = os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid,
+                                 st.st_gid, st.st_size, 0, 0, 0))
+        return current, st
 
     def loose_objects_estimate(self) -> int:
         """Roughly how many loose objects there are (git's own gc.auto estimate:

@@ -105,8 +105,18 @@ class PendingObjects:
         """Ids not in the store yet (the ones an interrupted write may leave behind)."""
         return [sha.decode() for sha in self.objects if sha not in self.store]
 
+    # Past this many objects (a compress, merge or reflect of many memories) they go
+    # into one pack: one file and one fsync instead of one per object.  A pack
+    # appears whole (written, then renamed into place), so "commit stored means a
+    # complete write" still holds.
+    PACK_ABOVE = 64
+
     def write(self) -> None:
-        for obj in self.objects.values():
+        fresh = [obj for obj in self.objects.values() if obj.id not in self.store]
+        if len(fresh) > self.PACK_ABOVE:
+            self.store.add_objects([(obj, None) for obj in fresh])
+            return
+        for obj in fresh:
             self.store.add_object(obj)
 
 

@@ -73,6 +73,13 @@ _INDEX_NAME = "MAIN"
 _STAMP, _STATE = "gitmem-stamp.json", "gitmem-state.json"
 
 
+# Posting blocks uncompressed: zlib was half the cost of reading the postings of a common
+# word (the index is a local cache; size matters less).  (Inlining one-posting terms in
+# the term info would save a block write per term, but it is broken in whoosh-reloaded
+# 2.7.5: W3TermInfo.set_inline does not exist.)
+_CODEC = W3Codec(compression=0)
+
+
 class _Or(wq.Or):
     """An Or that always uses the binary union matcher: whoosh-reloaded 2.7.5's preloaded
     Or matcher returns a wrong top-k when an Or nests in an Or and a limit is given."""
@@ -293,10 +300,8 @@ class SearchIndex:
         deadline = time.monotonic() + self.WRITE_TIMEOUT
         while True:
             try:
-                # Posting blocks uncompressed: zlib was half the cost of reading the
-                # postings of a common word; the index is a local cache, size matters less.
                 return self._ix.writer(timeout=min(1.0, self.WRITE_TIMEOUT), limitmb=limitmb,
-                                       codec=W3Codec(compression=0))
+                                       codec=_CODEC)
             except whoosh.index.LockError:
                 if time.monotonic() >= deadline:
                     raise StorageError("index busy: another process holds the search index "

@@ -501,8 +501,10 @@ def combine_natural(units: list[dict[int, float]], extras: list[dict[int, float]
 
 def add_scores(maps: list[dict[int, float]]) -> dict[int, float]:
     """The union of score maps, adding the scores of documents in several."""
-    out: dict[int, float] = {}
-    for m in maps:
+    if not maps:
+        return {}
+    out = dict(maps[0])
+    for m in maps[1:]:
         for d, v in m.items():
             out[d] = out.get(d, 0.0) + v
     return out

@@ -90,15 +90,17 @@ class Ranker:
         self._norm_cache: dict[Any, list[float]] = {}
 
     def leaf_info(self, leaf: Any) -> tuple[list[int], list[str]]:
-        """Per-segment ``text`` lengths and ``source`` values, cached per segment
-        (segments never change; their deletions are read on every query)."""
+        """Per-segment ``text`` lengths and ``source`` values (``[]`` when no document of
+        the segment has one), cached per segment (segments never change; their
+        deletions are read on every query)."""
         key = leaf.segment().segment_id()
         if key not in self._leaf_cache:
             if len(self._leaf_cache) > 64:
                 self._leaf_cache.clear()
             n = leaf.doc_count_all()
+            sources = list(leaf.column_reader("source"))
             self._leaf_cache[key] = ([leaf.doc_field_length(i, TEXT, 0) for i in range(n)],
-                                     list(leaf.column_reader("source")))
+                                     sources if any(sources) else [])
         return self._leaf_cache[key]
 
     def norms(self, leaf: Any, avgfl: float, b: float) -> list[float]:
@@ -218,7 +220,7 @@ class Ranker:
             src: dict[int, str] = {}
             for leaf, base in r.leaf_readers():
                 sources = self.leaf_info(leaf)[1]
-                if any(sources):                # most vaults have no ``source`` at all
+                if sources:                     # most vaults have no ``source`` at all
                     hi = base + len(sources)
                     src.update((d, sources[d - base]) for d in scores if base <= d < hi)
             if src:
@@ -254,6 +256,23 @@ class Ranker:
         if isinstance(n, sq.Not):
             inner = self.evaluate(r, n.item, set(), docs_of, live)
             return None if inner is None else dict.fromkeys(live().difference(inner), 0.0)
+        if isinstance(n, sq.And) and any(not isinstance(c, sq.Not) for c in n.items):
+            # "a NOT b": drop b's documents from a's instead of intersecting a with
+            # the complement of b (a set of every document); same result and scores.
+            parts, minus = [], []
+            for c in n.items:
+                if isinstance(c, sq.Not):
+                    inner = self.evaluate(r, c.item, set(), docs_of, live)
+                    if inner is not None:
+                        minus.append(inner)
+                else:
+                    part = self.evaluate(r, c, hl, docs_of, live)
+                    if part is not None:
+                        parts.append(part)
+            if not parts:
+                return {d: 0.0 for d in live().difference(*minus)} if minus else None
+            both = set(parts[0]).intersection(*parts[1:]).difference(*minus)
+            return {d: sum(p[d] for p in parts) for d in both}
         parts = [p for p in (self.evaluate(r, c, hl, docs_of, live) for c in n.items)
                  if p is not None]
         if not parts or isinstance(n, sq.Or):
