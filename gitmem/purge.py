@@ -29,11 +29,13 @@ says so.  Runs under the vault lock; other writers wait.
 
 from __future__ import annotations
 
+import json
+
 import re
 import shutil
 import stat
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from dulwich.objects import Blob, Commit, Tag, Tree
 
@@ -260,10 +262,40 @@ def purge(vault: "Vault", ref: str) -> PurgeReport:
             target = vault.root / path
             if target.is_file() and id_from_blob(target.read_bytes()) in (memory_id, None):
                 target.unlink()
+        record_purged(vault, memory_id, [old for old, new in rewriter.commits.items() if new != old])
         report.objects_pruned = _forget_old_objects(vault)
         vault.git.repair_index()
         _rebuild_caches(vault)
     return report
+
+
+PURGED = "purged.json"
+
+
+def record_purged(vault: "Vault", memory_id: str, old_commits: list[bytes]) -> None:
+    """Remember the commits a purge rewrote (in ``.git/gitmem/purged.json``), so a sync
+    can refuse a remote whose history still holds them instead of merging them back."""
+    path = vault.state_dir / PURGED
+    data = _purged(vault)
+    data[memory_id] = sorted(set(data.get(memory_id, [])) | {c.decode() for c in old_commits})
+    path.write_text(json.dumps(data, indent=1))
+
+
+def _purged(vault: "Vault") -> dict[str, list[str]]:
+    try:
+        data = json.loads((vault.state_dir / PURGED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def purged_in(vault: "Vault", commits: Iterable[bytes]) -> list[str]:
+    """Ids of purged memories whose old (pre-purge) history is among ``commits``."""
+    data = _purged(vault)
+    if not data:
+        return []
+    incoming = {c.decode() for c in commits}
+    return [mid for mid, old in data.items() if incoming.intersection(old)]
 
 
 def _forget_old_objects(vault: "Vault") -> int:

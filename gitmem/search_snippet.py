@@ -3,9 +3,9 @@
 Whoosh-free (:mod:`gitmem.search` owns Whoosh and hands over the stemmer and stop words).
 Whoosh's highlighter ran the index's analyzer over each hit's whole text, about 1 ms per
 hit of 2 KB: ten hits cost more than the rest of a query.  Here ``str.find`` on the
-lower-cased text finds the places where a word starts like a query term (the first three
-letters of its stem), and only those words are stemmed and compared, so a hit costs a few
-microseconds.  A word the stemmer changes in its first three letters (``dying`` -> ``die``)
+lower-cased text finds the places where a word starts like a query term (its stem but
+the last two letters, at least three), and only those words are stemmed and compared, so
+a hit costs a few microseconds.  A word the stemmer changes earlier (``dying`` -> ``die``)
 is left unmarked; the hit itself was found by the index, this only concerns bold marks.
 """
 
@@ -24,9 +24,7 @@ SNIPPET_CHARS = 200
 _BEFORE = 60                     # context kept before the first marked word
 _WORD = re.compile(WORD_PATTERN)
 _WORD_START = r"(?<![^\W_])(?<![^\W_][_.'’])"     # not inside a word such as x_deploy
-_TAIL = re.compile(r"\s\S*\Z")
-_SPACE = re.compile(r"\s")
-_SPACES = re.compile(r"\s+")
+
 _PUNCT = re.compile(r"[.!?)\"']+")
 
 
@@ -40,7 +38,11 @@ class Snippeter:
     def __init__(self, terms: Collection[str], key: Callable[[str], str]) -> None:
         self.terms = frozenset(t for t in terms if t)
         self.key = key
-        self.heads = sorted({t[:3] for t in self.terms}, key=lambda h: (-len(h), h))
+        # A stem is its word minus a suffix, sometimes with its last letter or two
+        # changed (happy -> happi): all but the last two letters (at least three) start
+        # every word of the stem, bar a few irregular forms.
+        self.heads = sorted({t[:max(3, len(t) - 2)] for t in self.terms},
+                            key=lambda h: (-len(h), h))
         self._find: re.Pattern | None = None      # compiled when first needed
 
     def __call__(self, body: str, title: str) -> str:
@@ -114,12 +116,12 @@ class Snippeter:
         first, last = hits[i][0], hits[j - 1][1]
         lo = first - min(_BEFORE, first)
         if lo > 0 and not text[lo - 1].isspace():           # start at a word boundary
-            gap = _SPACE.search(text, lo, first)
-            lo = gap.end() if gap else first
+            gaps = [g for g in (text.find(c, lo, first) for c in " \n\t") if g >= 0]
+            lo = min(gaps) + 1 if gaps else first
         hi = min(len(text), lo + SNIPPET_CHARS)
         if hi < len(text) and not text[hi].isspace():       # end at a word boundary
-            tail = _TAIL.search(text, last, hi)
-            hi = tail.start() if tail else last
+            cut = max(text.rfind(c, last, hi) for c in " \n\t")
+            hi = cut if cut >= 0 else last
         out, at = [], lo
         for start, end, _ in hits[i:]:
             if start >= hi:
@@ -145,7 +147,7 @@ def _starts_word(text: str, at: int) -> bool:
 
 def clip(text: str) -> str:
     """Whitespace collapsed; cut to about SNIPPET_CHARS (never inside a bold mark)."""
-    text = _SPACES.sub(" ", text).strip()
+    text = " ".join(text.split())
     if len(text) <= SNIPPET_CHARS + 40:
         return text
     cut = text[:SNIPPET_CHARS]

@@ -341,6 +341,15 @@ class SyncMixin:
             return
         if local is None:
             raise SyncError("the vault has no commits yet", hint="Create it with gitmem init first.")
+        from .purge import purged_in
+        back = purged_in(self, self.git.walk_new(local, tip))
+        if back:
+            raise SyncError(
+                f"{remote} still has memory {', '.join(back)}, which was purged here; "
+                "merging would bring it back into history",
+                code="purged_content",
+                hint=f"Rewrite the remote too: 'git push --force {remote} HEAD' once nobody else "
+                     "pushed (every other clone must purge or re-clone), then sync again.")
         report.outside_edits = self._commit_pending_edits()
         local = self.git.head()
         assert local is not None

@@ -357,3 +357,26 @@ def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, cloc
     assert _http_credentials(vault, url) == ("git", "from-env")
     assert _http_credentials(vault, "/some/path") == (None, None)
     vault.close()
+
+
+def test_sync_refuses_a_remote_that_still_has_a_purged_memory(tmp_path: Path, remote: Path,
+                                                               clock: FakeClock) -> None:
+    from gitmem.purge import purge
+    a = _first(tmp_path, remote, clock)
+    leaked = a.add("Leaked note", "The vault door code is 4711.")
+    a.add("Kept", "Stays.")
+    a.sync()
+    purge(a, leaked.id)
+    head = a.head
+    with pytest.raises(SyncError) as caught:
+        a.sync()                        # the remote's history still holds the old commits
+    assert caught.value.code == "purged_content" and leaked.id in caught.value.message
+    assert "push --force" in (caught.value.hint or "")
+    assert a.head == head and "4711" not in _all_text(a)
+    git(a.root, "push", "-q", "--force", "origin", "HEAD:main")   # what the hint says
+    a.add("After", "x")
+    a.sync()                            # the rewritten remote is accepted again
+    b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
+    assert "4711" not in git(b.root, "log", "--all", "-p")
+    a.close()
+    b.close()
