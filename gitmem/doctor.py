@@ -20,11 +20,13 @@ Checks (each a :class:`Finding`):
   interrupted write is finished automatically by the next process that takes
   the vault lock, see :mod:`gitmem.recovery`);
 * ``secrets``: memory files holding what looks like a secret (files a person
-  saved are committed as they are; this is where they are reported).
+  saved are committed as they are; this is where they are reported);
+* ``memory-index``: ``MEMORY.md`` out of date (after a ``git pull`` or a commit
+  made with the git CLI); repaired by a commit that regenerates it.
 
 ``repair=True`` fixes: the search index (re-index the differing files),
 ``.git/index``, leftover temp files, the catalog (rebuilt from the files and
-history) and stale lock files.  It never edits a memory file and never
+history), stale lock files and ``MEMORY.md``.  It never edits a memory file and never
 rewrites history; it says what it did.
 """
 
@@ -76,7 +78,7 @@ def diagnose(vault: "Vault", *, repair: bool = False) -> list[Finding]:
         vault.scan()
         return [_frontmatter(vault), _metadata(vault), _index(vault, repair), _worktree(vault),
                 _git_index(vault, repair), _temp_files(vault, repair), _fsck(vault), catalog,
-                locks, _recovery(vault), _secrets(vault)]
+                locks, _recovery(vault), _secrets(vault), _memory_index(vault, repair)]
 
 
 def _frontmatter(vault: "Vault") -> Finding:
@@ -298,3 +300,26 @@ def _secrets(vault: "Vault") -> Finding:
                    f"{len(details)} memory file(s) look like they contain a secret (redact them; "
                    "'gitmem purge ID' removes one from history)" if details
                    else "no secrets found in memory files", sorted(details), details)
+
+
+def _memory_index(vault: "Vault", repair: bool) -> Finding:
+    from .memory_index import MEMORY_INDEX
+    if not vault.config.memory_index:
+        return Finding("memory-index", True, "MEMORY.md is turned off (memory_index: false)")
+    want = vault.render_memory_index()
+    head = vault.git.head()
+    committed = vault.git.read_at(head, MEMORY_INDEX) if head else None
+    try:
+        on_disk: bytes | None = (vault.root / MEMORY_INDEX).read_bytes()
+    except OSError:
+        on_disk = None
+    if committed == want and on_disk == want:
+        return Finding("memory-index", True, "MEMORY.md is up to date")
+    finding = Finding("memory-index", False, "MEMORY.md does not match the memories "
+                      "(run gitmem doctor --repair, or any write regenerates it)", [MEMORY_INDEX])
+    if repair:
+        # An empty change set: the commit path regenerates MEMORY.md (and first keeps a
+        # person's uncommitted edit of it in history).
+        vault._commit([], "index: regenerate MEMORY.md", "index", [])  # noqa: SLF001
+        finding.repaired = ["MEMORY.md regenerated (one commit)"]
+    return finding

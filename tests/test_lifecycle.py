@@ -364,3 +364,21 @@ def test_similarity_sketch_and_bands() -> None:
     assert not set(bands(a)) & set(bands("The cat needs a vaccination in March, book the vet."))
     assert len(sketch(a)) == 12          # 12 distinct words once on, the, with, a are left out
     assert content_key(a, "fact", None) == content_key(a.lower(), "fact", None) != content_key(a, "rule", None)
+
+
+def test_doctor_repairs_a_memory_index_left_stale_by_a_git_cli_commit(vault: Vault) -> None:
+    from gitmem.doctor import diagnose
+    vault.flush()
+    note = vault.root / "long_term" / "by-hand.md"
+    note.write_text("# Written by hand\n\nCommitted with the git CLI.\n")
+    git(vault.root, "add", "-A")
+    git(vault.root, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-q", "-m", "by hand")
+    vault.scan()
+    check = {f.check: f for f in diagnose(vault)}["memory-index"]
+    assert not check.ok
+    fixed = {f.check: f for f in diagnose(vault, repair=True)}["memory-index"]
+    assert fixed.repaired and "[[by-hand|Written by hand]]" in (vault.root / "MEMORY.md").read_text()
+    assert git(vault.root, "log", "-1", "--format=%s") == "index: regenerate MEMORY.md\n"
+    assert {f.check: f for f in diagnose(vault)}["memory-index"].ok
+    vault.flush()
+    assert_clean(vault.root)
