@@ -342,14 +342,23 @@ class GitStore:
         written to the working tree first and put back if the ref moved
         meanwhile.  Caller holds the vault lock.
         """
-        backups = self._apply_to_worktree(changes)
+        # Journaled like a commit: a writer killed between the files and the ref move
+        # is rolled forward by the next lock holder (see recovery.py).
+        begin_write(self, self.head_ref(), old, new, changes, [True] * len(changes))
+        try:
+            backups = self._apply_to_worktree(changes)
+        except BaseException:
+            end_write(self)
+            raise
         try:
             if not self.repo.refs.set_if_equals(self.head_ref(), old, new, message=reason.encode("utf-8")):
                 raise Conflict("the vault's branch moved during the sync (another git process?)",
                                hint="Sync again; nothing was changed.")
         except BaseException:
             self._restore_worktree(backups)
+            end_write(self)
             raise
+        end_write(self)
         blob_ids = [None if c.data is None else Blob.from_string(c.data).id for c in changes]
         self._queue_index(changes, blob_ids, backups)
 
