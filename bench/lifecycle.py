@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any

@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
-from operator import add, not_, truediv
+from operator import add, neg as neg_, not_, truediv
 from typing import Any, Callable, Protocol
 
 from gitmem import search_query as sq
@@ -226,6 +226,9 @@ class Ranker:
             if src:
                 scores = sq.group_prior(scores, src, self.cfg.group_weight,
                                         self.cfg.group_depth)
+        if len(first) in (0, len(scores)):     # no all-words tier to put first: C-level keys
+            return [(-neg, v) for v, neg in heapq.nlargest(want, zip(scores.values(),
+                                                                     map(neg_, scores)))]
         return heapq.nlargest(want, scores.items(), key=lambda x: (x[0] in first, x[1], -x[0]))
 
     # --- queries ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from .locking import VaultLock
 from .recovery import needs_recovery, recover_vault
 from .secrets import policy_of as secrets_policy, screen as screen_secrets
 from .markdown import ParsedFile, decode, parse_text, render
-from .memory_index import MEMORY_INDEX, render_index
+from .memory_index import MEMORY_INDEX, MemoryIndexMixin
 from .paths import check_relpath, inside, is_hidden_part, is_memory_path, memory_relpath, slugify
 from .schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
 
@@ -84,7 +84,8 @@ class Committed:
     memories: dict[str, Memory]
 
 
-class Vault(ReadMixin, HistoryMixin, IndexMixin, LifecycleMixin, ReflectMixin, RawFilesMixin, SyncMixin):
+class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixin, ReflectMixin,
+            RawFilesMixin, SyncMixin):
     """A gitmem vault: a git repository of Markdown memories in tier folders.
 
     Open with :meth:`Vault.open` or create with :meth:`Vault.init`; use as a
@@ -513,48 +514,6 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, LifecycleMixin, ReflectMixin, R
             else:
                 written[change.path] = (self._read_file(change.path, change.data), blob_id(change.data))
         return written, removed
-
-    def render_memory_index(self) -> bytes:
-        """The content ``MEMORY.md`` has for the vault as it is now (see :mod:`memory_index`)."""
-        self._ensure_scanned()
-        return render_index(self.catalog, self.config).encode("utf-8")
-
-    def _memory_index_change(self, changes: Sequence[FileChange],
-                             written: Mapping[str, tuple[Memory, str]],
-                             removed: Sequence[str]) -> FileChange | None:
-        """The regenerated ``MEMORY.md`` for a commit of ``changes`` (None if unchanged).
-
-        The catalog is updated with the commit's files inside a savepoint that is
-        rolled back: the real update happens once the commit exists.  A person's
-        uncommitted edit of MEMORY.md is committed first, so it stays in history.
-        """
-        if not self.config.memory_index or any(c.path == MEMORY_INDEX for c in changes):
-            return None
-        self._ensure_scanned()
-        db = self.catalog.db
-        db.execute("SAVEPOINT memory_index")
-        try:
-            self.catalog.drop(removed)
-            for path, (memory, blob_hash) in written.items():
-                self.catalog.put(path, memory.id, None, *row_fields(memory), blob_hash)
-            text = render_index(self.catalog, self.config).encode("utf-8")
-        finally:
-            db.execute("ROLLBACK TO memory_index")
-            db.execute("RELEASE memory_index")
-        head = self.git.head()
-        committed = self.git.read_at(head, MEMORY_INDEX) if head else None
-        try:
-            on_disk: bytes | None = (self.root / MEMORY_INDEX).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
-            on_disk = None
-        if on_disk is not None and on_disk != committed and on_disk != text:
-            # Someone edited the generated file: keep their version in history first.
-            self.git.commit_files([FileChange(MEMORY_INDEX, on_disk)],
-                                  f"edit: {MEMORY_INDEX} (outside edit, kept before regenerating)\n\n"
-                                  f"Op: edit\nAgent: {self.config.user.name}\n",
-                                  self.config.user, when=self.clock().timestamp(), write_worktree=False)
-            committed = on_disk
-        return None if text == committed and on_disk == committed else FileChange(MEMORY_INDEX, text)
 
     def _after_commit(self, parent: bytes | None, sha: bytes,
                       written: Mapping[str, tuple[Memory, str]], removed: Sequence[str],
