@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .config import Identity, LifecycleSettings
 from .gitstore import FileChange
+from .markdown import split_body
 from .schema import iso_now, new_id, ordered
 from .similarity import similarity
 
@@ -300,9 +301,12 @@ class ReflectMixin:
                                        for r in (ra, rb)):
                 continue
             for p in (a, b):
-                if p not in bodies:
-                    memory = self._read_file(p)
-                    bodies[p] = memory.body or memory.title
+                if p not in bodies:   # the body only: no YAML parse needed to compare texts
+                    try:
+                        text = split_body((self.root / p).read_text("utf-8", "replace"))
+                    except OSError:
+                        text = ""
+                    bodies[p] = text or str(rows[p].meta.get("title", ""))
             score = similarity(bodies[a], bodies[b])
             if score > threshold:
                 out.append((ra.id, rb.id, score))
