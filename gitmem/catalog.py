@@ -146,16 +146,18 @@ class Catalog:
                              check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # a cache: durability comes from git
-        db.executescript(_SCHEMA)
+        # The version is checked before the schema script runs: a catalog written by an
+        # older gitmem lacks columns the script indexes, and it is only a cache anyway.
+        db.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         version = db.execute("SELECT value FROM kv WHERE key='schema'").fetchone()
+        if version is not None and version[0] != SCHEMA_VERSION:
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                               "AND name NOT LIKE 'sqlite_%'")]
+            db.executescript("".join(f'DROP TABLE IF EXISTS "{t}";' for t in tables))
+            version = None
+        db.executescript(_SCHEMA)
         if version is None:
             db.execute("INSERT OR REPLACE INTO kv VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        elif version[0] != SCHEMA_VERSION:
-            db.executescript("DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS touches; "
-                             "DROP TABLE IF EXISTS kv; DROP TABLE IF EXISTS sketch; DROP TABLE IF EXISTS sketch_df; DROP TABLE IF EXISTS bands; "
-                             "DROP TABLE IF EXISTS retrievals; DROP TABLE IF EXISTS links;")
-            db.executescript(_SCHEMA)
-            db.execute("INSERT INTO kv VALUES ('schema', ?)", (SCHEMA_VERSION,))
         return db
 
     def close(self) -> None:

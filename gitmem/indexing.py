@@ -199,7 +199,8 @@ class IndexMixin:
         if page.hits:
             # Retrievals reinforce memories at the next reflect; counted outside the
             # tracked tree so reading never makes a commit.
-            self.catalog.add_retrievals([h.id for h in page.hits], int(self.clock().timestamp()))
+            with self.lock.threads(), self.catalog.transaction():   # one transaction per search
+                self.catalog.add_retrievals([h.id for h in page.hits], int(self.clock().timestamp()))
         return page
 
     # ------------------------------------------------------- outside edits

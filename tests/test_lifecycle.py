@@ -382,3 +382,19 @@ def test_doctor_repairs_a_memory_index_left_stale_by_a_git_cli_commit(vault: Vau
     assert {f.check: f for f in diagnose(vault)}["memory-index"].ok
     vault.flush()
     assert_clean(vault.root)
+
+
+def test_a_catalog_from_an_older_gitmem_is_rebuilt(tmp_path: Path) -> None:
+    import sqlite3
+    v = Vault.init(tmp_path / "v")
+    m = v.add("Kept", "The cache is rebuilt from the files.")
+    v.close()
+    db = sqlite3.connect(v.root / ".git" / "gitmem" / "catalog.sqlite")   # the 2nd schema's shape
+    db.executescript("DROP TABLE files; CREATE TABLE files (path TEXT PRIMARY KEY, id TEXT NOT NULL, "
+                     "stem_key TEXT, title_key TEXT, mtime_ns INTEGER, size INTEGER, meta TEXT, "
+                     "problem TEXT, hash TEXT); UPDATE kv SET value='2' WHERE key='schema';")
+    db.commit()
+    db.close()
+    v = Vault.open(tmp_path / "v")
+    assert v.get(m.id).title == "Kept" and "[[kept|Kept]]" in v.render_memory_index().decode()
+    v.close()
