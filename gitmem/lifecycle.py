@@ -491,27 +491,40 @@ class LifecycleMixin:
             if len(sources) < 2:
                 raise InvalidInput("merge needs at least two different memories")
             mems = [m for m, _ in sources]
-            merged_id = new_id()
             body = content if content is not None else "\n\n".join(
                 f"## {m.title}\n\n{m.body.strip()}" for m in mems) + "\n"
             title = title or mems[0].title
-            strengths = [float(m.meta["strength"]) for m in mems if "strength" in m.meta]
-            types = {m.type for m in mems}
-            scopes = {m.meta.get("scope") for m in mems} - {None}
-            extra: dict[str, Any] = {"type": types.pop() if len(types) == 1 else "memory"}
-            if strengths:
-                extra["strength"] = max(strengths)
-            if len(scopes) == 1:
-                extra["scope"] = scopes.pop()
-            tier = max((m.tier for m in mems), key=self.config.live_tiers.index)
-            memory, repointed = self._consolidate(
-                sources, merged_id, title, body, tier,
-                list(dict.fromkeys(t for m in mems for t in m.meta.get("tags", []))),
-                max(int(m.meta.get("importance", 3)) for m in mems),
-                [{"id": m.id, "relation": "derived_from"} for m in mems],
-                {"merged_into": merged_id}, "merge", f"merge: {len(mems)} memories -> {title}",
-                who, force, repoint=True, **extra)
+            changes, touched, rel, repointed = self._merge_changes(sources, title, body, who)
+            listing = "\n".join(f"- {m.title} ({m.path})" for m in mems)
+            done = self._commit(changes, f"merge: {len(mems)} memories -> {title}", "merge", touched,
+                                author=who, body=f"Sources:\n{listing}",
+                                forced=force and any(self._protected(m) for m in mems))
+            memory = self._written(done, rel)
         return MergeResult(memory, [m.id for m in mems], repointed)
+
+    def _merge_changes(self: "Vault", sources: list[tuple[Memory, "ParsedFile"]], title: str,
+                       body: str, who: Identity, *, reserved: set[str] | None = None,
+                       skip: set[str] | None = None
+                       ) -> tuple[list[FileChange], list[tuple[str, str | None, str]], str, list[str]]:
+        """The file changes of merging ``sources`` into a new memory (for :meth:`merge` and
+        reflect): tags unioned, the highest importance and strength, the highest tier, the
+        shared type and scope; sources archived with ``merged_into``; links re-pointed."""
+        mems = [m for m, _ in sources]
+        merged_id = new_id()
+        strengths = [float(m.meta["strength"]) for m in mems if "strength" in m.meta]
+        types = {m.type for m in mems}
+        scopes = {m.meta.get("scope") for m in mems} - {None}
+        extra: dict[str, Any] = {"type": types.pop() if len(types) == 1 else "memory"}
+        if strengths:
+            extra["strength"] = max(strengths)
+        if len(scopes) == 1:
+            extra["scope"] = scopes.pop()
+        return self._consolidation_changes(
+            sources, merged_id, title, body, max((m.tier for m in mems), key=self.config.live_tiers.index),
+            list(dict.fromkeys(t for m in mems for t in m.meta.get("tags", []))),
+            max(int(m.meta.get("importance", 3)) for m in mems),
+            [{"id": m.id, "relation": "derived_from"} for m in mems], {"merged_into": merged_id},
+            who, repoint=True, reserved=reserved, skip=skip, **extra)
 
     def _repoint_changes(self: "Vault", source_ids: set[str], merged_id: str,
                          skip: set[str]) -> list[tuple[Memory, FileChange]]:

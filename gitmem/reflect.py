@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from .config import Identity, LifecycleSettings
 from .gitstore import FileChange
 from .markdown import split_body
-from .schema import iso_now, new_id, ordered
+from .schema import iso_now, ordered
 from .similarity import similarity
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -334,18 +334,8 @@ class ReflectMixin:
             sources = [self._current(a.path) for a in group]
             newest = sources[0][0]
             mems = [m for m, _ in sources]
-            merged_id = new_id()
-            strengths = [float(m.meta["strength"]) for m in mems if "strength" in m.meta]
-            extra = {"type": newest.type, "scope": newest.meta.get("scope")}
-            if strengths:
-                extra["strength"] = max(strengths)
-            more, more_touched, _, _ = self._consolidation_changes(
-                sources, merged_id, newest.title, newest.body,
-                max((m.tier for m in mems), key=self.config.live_tiers.index),
-                list(dict.fromkeys(t for m in mems for t in m.meta.get("tags", []))),
-                max(int(m.meta.get("importance", 3)) for m in mems),
-                [{"id": m.id, "relation": "derived_from"} for m in mems], {"merged_into": merged_id},
-                who, repoint=True, reserved=reserved, skip=changed_ids, **extra)
+            more, more_touched, _, _ = self._merge_changes(sources, newest.title, newest.body, who,
+                                                           reserved=reserved, skip=changed_ids)
             changes += more
             touched += more_touched
             changed_ids.update(t[0] for t in more_touched)

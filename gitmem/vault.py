@@ -287,15 +287,17 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         refs = [meta["supersedes"]] if meta.get("supersedes") else []
         refs += [r["id"] for r in meta.get("related", []) if r["relation"] == "supersedes"]
         found: dict[str, tuple[Memory, ParsedFile]] = {}
+        resolved: dict[str, str] = {}
         for ref in refs:
             old, parsed = self._current(str(ref))
             self._guard(old, force, "supersede")
             found.setdefault(old.id, (old, parsed))
+            resolved[str(ref)] = old.id
         if meta.get("supersedes"):
-            meta["supersedes"] = self._current(str(meta["supersedes"]))[0].id
+            meta["supersedes"] = resolved[str(meta["supersedes"])]
         for entry in meta.get("related", []):
             if entry["relation"] == "supersedes":
-                entry["id"] = self._current(entry["id"])[0].id
+                entry["id"] = resolved[entry["id"]]
         return list(found.values())
 
     def _new_path(self, path: str, meta: dict[str, Any]) -> str:
