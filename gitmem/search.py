@@ -39,6 +39,7 @@ import re
 import threading
 import time
 import warnings
+from itertools import accumulate
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -48,9 +49,9 @@ import whoosh.index
 from whoosh import formats, query as wq, scoring
 from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.analysis.analyzers import STOP_WORDS
-from whoosh.codec.whoosh3 import W3Codec
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3LeafMatcher, W3PostingsWriter, W3TermInfo
 from whoosh.columns import NumericColumn, VarBytesColumn
-from whoosh.filedb.filestore import FileStorage
+from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
@@ -73,11 +74,124 @@ _INDEX_NAME = "MAIN"
 _STAMP, _STATE = "gitmem-stamp.json", "gitmem-state.json"
 
 
-# Posting blocks uncompressed: zlib was half the cost of reading the postings of a common
-# word (the index is a local cache; size matters less).  (Inlining one-posting terms in
-# the term info would save a block write per term, but it is broken in whoosh-reloaded
-# 2.7.5: W3TermInfo.set_inline does not exist.)
-_CODEC = W3Codec(compression=0)
+# The postings codec: Whoosh's W3 layout (blocks of 128 postings, each with a pickled
+# header), with cheaper blocks.  Whoosh pickles a block as a tuple of delta-encoded ids,
+# float weights and one bytes object per value: reading a block made ~400 Python objects
+# and decoded the ids in a generator (~40 us a block, most of a phrase query's time).
+# Here ids, weights and value lengths are machine arrays and the values one bytes string,
+# so reading a block is a few C calls.  Blocks are uncompressed (zlib was half the cost of
+# reading a common word; the index is a local cache).  A term with one posting (every
+# term of a write's one-document segment, rare words of merged segments) is inlined in
+# its term-table entry, with no block of its own.  Segments record their codec, so
+# segments written by the plain W3 codec stay readable until merged.
+
+
+class _PostingsWriter(W3PostingsWriter):
+    def _mini_ids(self) -> Any:
+        return super()._mini_ids() if self._byteids else self._ids.tobytes()
+
+    def _mini_weights(self) -> Any:
+        return None if all(w == 1.0 for w in self._weights) else self._weights.tobytes()
+
+    def _mini_values(self) -> Any:
+        size, values = self._format.fixed_value_size(), self._values
+        if (size is None or size < 0) and values and len(values) == len(self._ids):
+            return array("I", map(len, values)).tobytes() + b"".join(values)
+        return super()._mini_values()
+
+
+class _LeafMatcher(W3LeafMatcher):
+    def _read_ids(self) -> None:
+        if self._data is None:
+            self._read_data()
+        ids = self._data[0]
+        self._ids = array("I", ids) if isinstance(ids, bytes) and not self._byteids else ids
+
+    def _read_weights(self) -> None:
+        if self._data is None:
+            self._read_data()
+        ws = self._data[1]
+        self._weights = (array("f", (1.0,)) * self._blocklength if ws is None
+                         else array("f", ws) if isinstance(ws, bytes) else ws)
+
+    def _read_values(self) -> None:
+        if self._data is None:
+            self._read_data()
+        vs, n = self._data[2], self._blocklength
+        fixed = self._fixedsize
+        if isinstance(vs, bytes) and (fixed is None or fixed < 0):
+            ends = list(accumulate(array("I", vs[:4 * n]), initial=4 * n))
+            self._values = tuple(map(vs.__getitem__, map(slice, ends, ends[1:])))
+        else:
+            super()._read_values()
+
+    def values_at(self, at: Sequence[int]) -> list[bytes]:
+        """The values of the postings at these indexes of the current block, without
+        cutting out the others (a phrase needs the positions of a few documents)."""
+        if self._data is None:
+            self._read_data()
+        vs, n = self._data[2], self._blocklength
+        if not isinstance(vs, bytes) or not (self._fixedsize is None or self._fixedsize < 0):
+            self._read_values()
+            return [self._values[i] for i in at]
+        ends = list(accumulate(array("I", vs[:4 * n]), initial=4 * n))
+        return list(map(vs.__getitem__, map(slice, map(ends.__getitem__, at),
+                                            map(ends.__getitem__, map((1).__add__, at)))))
+
+
+class _FieldWriter(W3FieldWriter):
+    def add_postings(self, schema: Any, lengths: Any, items: Any) -> None:
+        # Whoosh looks up a document's field length once per posting (~10 us each): a
+        # write's segment is one document, so remembering the last answer saves most.
+        super().add_postings(schema, _LastLength(lengths) if lengths else lengths, items)
+
+
+class _LastLength:
+    def __init__(self, lengths: Any) -> None:
+        self._lengths, self._key, self._value = lengths, None, 0
+
+    def doc_field_length(self, docnum: int, fieldname: str, default: int = 0) -> int:
+        if (docnum, fieldname) != self._key:
+            self._key = (docnum, fieldname)
+            self._value = self._lengths.doc_field_length(docnum, fieldname, default)
+        return self._value
+
+
+class _Codec(W3Codec):
+    def field_writer(self, storage: Any, segment: Any) -> Any:
+        return _FieldWriter(self, storage, segment)
+
+    def postings_writer(self, dbfile: Any, byteids: bool = False) -> Any:
+        return _PostingsWriter(dbfile, blocklimit=self._blocklimit, byteids=byteids,
+                               compression=self._compression, inlinelimit=self._inlinelimit)
+
+    def postings_reader(self, dbfile: Any, terminfo: Any, format_: Any, term: Any = None,
+                        scorer: Any = None) -> Any:
+        if terminfo.is_inlined():
+            return super().postings_reader(dbfile, terminfo, format_, term, scorer)
+        offset, length = terminfo.extent()
+        return _LeafMatcher(dbfile, offset, length, format_, term=term, scorer=scorer)
+
+
+class _Storage(FileStorage):
+    """The index folder; a small write (``small_writes``) keeps Whoosh's scratch files in
+    memory instead of a temporary folder of files created and deleted per commit."""
+
+    small_writes = False
+
+    def temp_storage(self, name: str | None = None) -> Any:
+        return RamStorage() if self.small_writes else super().temp_storage(name)
+
+
+def _set_inline(self: Any, ids: Sequence[int], weights: Sequence[float], values: Sequence[bytes]) -> None:
+    # whoosh-reloaded's writer calls ``set_inline``, a misnaming of ``set_inlined``.  An
+    # inlined list without values reads back as "" (a str), which a merge rejects.
+    self.set_inlined(ids, weights, values if len(values) == len(ids) else [b""] * len(ids))
+
+
+if not hasattr(W3TermInfo, "set_inline"):
+    W3TermInfo.set_inline = _set_inline
+_CODEC = _Codec(compression=0, inlinelimit=2)
 
 
 class _Or(wq.Or):
@@ -252,8 +366,7 @@ class SearchIndex:
         with warnings.catch_warnings():   # whoosh leaks the file it failed to read
             warnings.simplefilter("ignore", ResourceWarning)
             try:
-                ix = whoosh.index.open_dir(str(self.dir), indexname=_INDEX_NAME,
-                                           schema=self._schema)
+                ix = _Storage(str(self.dir)).open_index(_INDEX_NAME, schema=self._schema)
                 with ix.searcher() as s:
                     r = s.reader()
                     next(iter(r.lexicon("path")), None)
@@ -287,7 +400,7 @@ class SearchIndex:
                                                            f"{_INDEX_NAME}_"))
                                         and p.name != f"{_INDEX_NAME}_WRITELOCK"):
                     p.unlink(missing_ok=True)
-            ix = whoosh.index.create_in(str(self.dir), self._schema, indexname=_INDEX_NAME)
+            ix = _Storage(str(self.dir)).create_index(self._schema, indexname=_INDEX_NAME)
             _write_json_atomic(self.dir / _STAMP, self._stamp)
         finally:
             lock.release()
@@ -296,10 +409,15 @@ class SearchIndex:
 
     # --- writing ------------------------------------------------------------------------
 
-    def _writer(self, limitmb: int) -> Any:
+    def _writer(self, limitmb: int, small: bool) -> Any:
         deadline = time.monotonic() + self.WRITE_TIMEOUT
+        storage = self._ix.storage
         while True:
             try:
+                # Scratch files in memory for small writes.  (Segments stay compound: a
+                # reader opens a compound segment's one file at once, separate files only
+                # when first used, which fails once a concurrent merge has deleted them.)
+                storage.small_writes = small
                 return self._ix.writer(timeout=min(1.0, self.WRITE_TIMEOUT), limitmb=limitmb,
                                        codec=_CODEC)
             except whoosh.index.LockError:
@@ -309,10 +427,13 @@ class SearchIndex:
             except Exception as exc:  # noqa: BLE001
                 raise StorageError(f"cannot write the search index: {exc}",
                                    hint="run 'gitmem reindex'") from exc
+            finally:
+                storage.small_writes = False
 
-    def _commit(self, work: Callable[[Any], None], limitmb: int = 64, **commit_kw: Any) -> None:
+    def _commit(self, work: Callable[[Any], None], limitmb: int = 64, small: bool = True,
+                **commit_kw: Any) -> None:
         with self._lock:
-            w = self._writer(limitmb)
+            w = self._writer(limitmb, small)
             try:
                 work(w)
                 w.commit(**commit_kw)
@@ -407,7 +528,7 @@ class SearchIndex:
                     if progress and count % 500 == 0:
                         progress(count)
 
-        self._commit(work, limitmb=256, mergetype=CLEAR)
+        self._commit(work, limitmb=256, small=False, mergetype=CLEAR)
         self.needs_rebuild = False
         if progress:
             progress(count)
@@ -417,7 +538,7 @@ class SearchIndex:
         """Merge all segments into one.  Slow (about 1 s per 1,000 documents): call it only
         when idle; commits already merge small segments, so this is rarely needed."""
         if self._segment_count() > 1:
-            self._commit(lambda w: None, mergetype=OPTIMIZE)
+            self._commit(lambda w: None, small=False, mergetype=OPTIMIZE)
 
     # --- reading --------------------------------------------------------------------------
 

@@ -80,6 +80,41 @@ def blocks(matcher: Any, values: bool = False,
         yield ids, weights, vals
 
 
+def postings_for(matcher: Any, wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
+    """Weights and values of a leaf posting list's postings for the documents in
+    ``wanted`` (sorted segment-local ids, all of which hold the term): only the blocks
+    holding one are read, and only the wanted values are cut out of a block (with
+    ``values_at``, gitmem's codec) instead of every value of it."""
+    m = getattr(matcher, "child", matcher)
+    wts: dict[int, float] = {}
+    vals: dict[int, bytes] = {}
+    if not all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_maxid")):
+        ids, ws, vs = next(iter(blocks(m, True)))      # an inlined short list
+        wts.update(zip(ids, ws))
+        vals.update(zip(ids, vs))
+        return wts, vals
+    lo = 0
+    while m.is_active() and lo < len(wanted):
+        hi = bisect_right(wanted, m._maxid, lo)
+        if hi > lo:
+            if m._ids is None:
+                m._read_ids()
+            if m._weights is None:
+                m._read_weights()
+            ids, here = m._ids, wanted[lo:hi]
+            at = [ids.index(d) for d in here] if len(here) < 16 else \
+                list(map(dict(zip(ids, range(len(ids)))).__getitem__, here))
+            wts.update(zip(here, map(m._weights.__getitem__, at)))
+            if hasattr(m, "values_at"):
+                vals.update(zip(here, m.values_at(at)))
+            else:
+                m._read_values()
+                vals.update(zip(here, map(m._values.__getitem__, at)))
+            lo = hi
+        m._next_block()
+    return wts, vals
+
+
 class Ranker:
     """BM25F term and phrase scores and the final ordering (group prior, top k)."""
 
@@ -171,32 +206,34 @@ class Ranker:
     def _phrase_in(leaf: Any, stems: Sequence[str]) -> tuple[list[int], dict[str, dict]]:
         """Documents of one segment holding the phrase, and each word's posting weights.
 
-        Postings are read as whole blocks into dicts (C speed), rarest word first, later
-        words only in blocks that can hold a candidate; positions are decoded only for
-        the documents holding every word.  For two words the check runs as C-level
-        ``map`` calls (decode, set, isdisjoint): no Python frame per document."""
+        Document ids are read first, rarest word first, later words only in the blocks
+        that can hold a candidate; then weights and positions only of the documents
+        holding every word (``postings_for``).  For two words the position check runs
+        as C-level ``map`` calls (decode, set, isdisjoint): no Python frame per document."""
         dfs = sorted((leaf.doc_frequency(TEXT, st), st) for st in set(stems))
         if not dfs[0][0]:
             return [], {}
-        weights: dict[str, dict[int, float]] = {}
-        values: dict[str, dict[int, bytes]] = {}
+        # First the documents holding every word (ids only), then the weights and
+        # positions of just those documents.
         docs: set[int] | None = None
         for _, st in dfs:
-            wts: dict[int, float] = {}
-            vals: dict[int, bytes] = {}
             wanted = None if docs is None else sorted(docs)
-            for ids, ws, vs in blocks(leaf.postings(TEXT, st), True, wanted):
-                wts.update(zip(ids, ws))
-                vals.update(zip(ids, vs))
-            weights[st], values[st] = wts, vals
-            docs = set(wts) if docs is None else docs.intersection(wts)
+            found: set[int] = set()
+            for ids, _, _ in blocks(leaf.postings(TEXT, st), False, wanted):
+                found.update(ids)
+            docs = found if docs is None else docs & found
             if not docs:
                 return [], {}
         if leaf.has_deletions():
             docs -= leaf.deleted_docs_set           # type: ignore[operator]
+        order = sorted(docs or ())
+        weights: dict[str, dict[int, float]] = {}
+        values: dict[str, dict[int, bytes]] = {}
+        for _, st in dfs:
+            weights[st], values[st] = postings_for(leaf.postings(TEXT, st), order)
         fmt = leaf.schema[TEXT].format
         decode = getattr(fmt, "positions_array", fmt.decode_positions)
-        cands = list(docs or ())
+        cands = order
         firsts = map(set, map(decode, map(values[stems[0]].__getitem__, cands)))
         if len(stems) == 2:
             seconds = map(decode, map(values[stems[1]].__getitem__, cands))
