@@ -185,6 +185,9 @@ def test_protected_context_orders_rules_and_constraints_before_goals(vault: Vaul
     vault.archive([archived.id], force=True)
     ctx = vault.protected_context()
     assert [m.title for m in ctx.memories] == ["Use PostgreSQL", "Ask before sending", "Ship v2", "Learn Rust"]
+    for cap in (1, 2, 3):     # one limited scan per type, merged: the same order, cut at cap
+        rows = vault.catalog.of_types(vault.config.protected_types, vault.config.live_tiers, limit=cap)
+        assert [r.meta["title"] for r, _ in rows] == ["Use PostgreSQL", "Ask before sending", "Ship v2"][:cap]
     md = ctx.markdown
     assert md.index("## Constraints") < md.index("## Rules") < md.index("## Goals")
     assert "### Ask before sending\n\nNever send mail unasked." in md   # title heading not repeated

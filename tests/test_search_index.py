@@ -525,6 +525,66 @@ def test_phrase_results_and_scores_equal_whooshs_span_matcher(tmp_path: Path) ->
     ix.close()
 
 
+def _phrases_agree_with_whoosh(ix: SearchIndex, phrases: list[list[str]]) -> None:
+    from whoosh.query import Phrase
+    s = ix._refresh()
+    for words in phrases:
+        ours = ix._rank.phrase_scores(s.reader(), words)
+        theirs = {h.docnum: h.score for h in s.search(Phrase("text", words), limit=None)}
+        assert set(ours) == set(theirs), words
+        assert all(abs(ours[d] - theirs[d]) < 1e-4 for d in ours), words
+
+
+def test_sparse_phrases_equal_whooshs_span_matcher(tmp_path: Path) -> None:
+    """A larger vocabulary: a phrase's candidates are a few documents per posting block,
+    so their positions are cut out of blocks one by one (not every value decoded)."""
+    ix = SearchIndex(tmp_path / "p", config=SearchConfig(group_weight=0))
+    rng = random.Random(5)
+    vocab = [f"w{i}x" for i in range(150)]
+    bodies = [rng.choices(vocab, weights=[1 / (i + 1) for i in range(150)], k=rng.randint(5, 120))
+              for _ in range(900)]
+    ix.rebuild(doc(f"d{i:03d}.md", " ".join(b)) for i, b in enumerate(bodies))
+    for i in range(5):
+        ix.upsert([doc(f"n{i}.md", " ".join(rng.choices(vocab[:20], k=30)))], new=[f"n{i}.md"])
+    ix.delete(["d007.md", "d100.md"])
+    picks = []
+    for _ in range(80):
+        body = rng.choice(bodies)
+        i = rng.randrange(len(body) - 2)
+        picks.append(body[i:i + rng.choice([2, 2, 3])])
+    _phrases_agree_with_whoosh(ix, picks)
+    ix.close()
+
+
+def test_segments_of_the_plain_whoosh_codec_stay_readable_and_merge(tmp_path: Path) -> None:
+    """An index written before gitmem's codec (plain W3 blocks, pickled tuples) is read
+    as is; merging its segments with new ones rewrites them in the new block format.
+    One-posting terms are inlined in the term table, also for fields without values."""
+    from whoosh.codec.whoosh3 import W3Codec
+    from gitmem.search_doc import index_fields
+    ix = SearchIndex(tmp_path / "p", config=SearchConfig(group_weight=0))
+    rng = random.Random(3)
+    vocab = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor"]
+    old = [doc(f"o{i}.md", " ".join(rng.choices(vocab, k=60)), tags=[vocab[i % 8]])
+           for i in range(200)]
+    w = ix._ix.writer(codec=W3Codec())
+    for d in old:
+        w.add_document(**index_fields(d, ix._an, ix.cfg))
+    w.commit()
+    for i in range(6):        # one-document segments: every term inlined
+        ix.upsert([doc(f"n{i}.md", f"solitary{i} amber basalt", tags=[f"only{i}"])],
+                  new=[f"n{i}.md"])
+    phrases = [rng.choices(vocab, k=2) for _ in range(25)] + [["amber", "basalt"]]
+    _phrases_agree_with_whoosh(ix, phrases)
+    before = {q: ix.search(q, limit=300).total for q in ("amber", "solitary3", "tag:only2", "tag:cedar")}
+    assert before["solitary3"] == 1 and before["tag:only2"] == 1 and before["tag:cedar"] == 25
+    ix.optimize()
+    assert ix._segment_count() == 1
+    _phrases_agree_with_whoosh(ix, phrases)
+    assert {q: ix.search(q, limit=300).total for q in before} == before
+    ix.close()
+
+
 # --- snippets (gitmem.search_snippet) -----------------------------------------------------
 
 def test_snippet_marks_stemmed_forms_and_whole_words_only(ix: SearchIndex) -> None:
