@@ -8,19 +8,11 @@ and ranked from the postings in :mod:`gitmem.search_rank`, and snippets are cut 
 :mod:`gitmem.search_snippet` (none of them imports Whoosh).  Unknown ``field:value`` is an
 error, on purpose.
 
-Ranking, each piece measured on a conversational eval set (``bench/retrieval.py``):
-
-- One positional ``text`` field holds title, tags/entities, author and body, with title and
-  tag words weighing double: true BM25F (a word in title *and* body saturates once) with
-  little length normalisation (``B=0.25``; memories are short) and Porter2 stemming.
-  Positions are stored as machine arrays (fast phrase checks, see ``search_rank``).
-- The month and year of ``created`` (unstemmed, so "in May 2023" matches) add to the
-  score of documents the words matched.  Question words (what, did, ...) are dropped.
-- A group prior: memories sharing ``source`` (a conversation, a session) lend each other
-  30% of the sum of their group's best three scores.
-- Natural queries (plain words and phrases) rank the documents containing *all* words first
-  and fill with *any*-word matches (``mode`` tells which exists); operators, parentheses or
-  a prefix switch to strict boolean meaning (``mode="syntax"``).
+Ranking (each piece measured with ``bench/retrieval.py``): one positional ``text`` field
+holds title, tags/entities, author and body, title and tag words weighing double (true
+BM25F, ``B=0.25``, Porter2 stemming); the month and year of ``created`` add to the score
+of documents the words matched; the group prior and the all-words-first order of natural
+queries are in :mod:`gitmem.search_rank`.
 
 Statuses archived, deleted and superseded are hidden unless ``include_inactive`` or an
 explicit ``status:`` filter.  Whoosh's exceptions never leave this module: bad syntax is
@@ -32,10 +24,6 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import importlib.metadata
-import json
-import os
-import re
 import threading
 import time
 import warnings
@@ -61,7 +49,8 @@ from whoosh.writing import CLEAR, OPTIMIZE
 from gitmem import search_query as sq
 from gitmem.errors import InvalidQuery, StorageError
 from gitmem.search_rank import PREFIX_EXPANSION_LIMIT, Ranker, blocks, hit
-from gitmem.search_doc import IndexDoc, index_fields
+from gitmem.search_doc import (IndexDoc, index_fields, merge_group, read_json, whoosh_version,
+                               write_json_atomic)
 from gitmem.search_snippet import WORD_PATTERN, Snippeter
 from gitmem.search_query import SearchConfig, SearchHit, SearchPage   # part of this API
 
@@ -74,16 +63,13 @@ _INDEX_NAME = "MAIN"
 _STAMP, _STATE = "gitmem-stamp.json", "gitmem-state.json"
 
 
-# The postings codec: Whoosh's W3 layout (blocks of 128 postings, each with a pickled
-# header), with cheaper blocks.  Whoosh pickles a block as a tuple of delta-encoded ids,
-# float weights and one bytes object per value: reading a block made ~400 Python objects
-# and decoded the ids in a generator (~40 us a block, most of a phrase query's time).
-# Here ids, weights and value lengths are machine arrays and the values one bytes string,
-# so reading a block is a few C calls.  Blocks are uncompressed (zlib was half the cost of
-# reading a common word; the index is a local cache).  A term with one posting (every
-# term of a write's one-document segment, rare words of merged segments) is inlined in
-# its term-table entry, with no block of its own.  Segments record their codec, so
-# segments written by the plain W3 codec stay readable until merged.
+# The postings codec: Whoosh's W3 layout (blocks of 128 postings) with cheaper blocks.
+# Whoosh pickles a block as delta-encoded ids, float weights and one bytes object per
+# value (~400 objects and a generator per block: most of a phrase query's time); here
+# ids, weights and value lengths are machine arrays and the values one string, so reading
+# a block is a few C calls.  Uncompressed (zlib was half the cost of reading a common
+# word).  One-posting terms (all of a write's one-document segment) are inlined in the
+# term table.  Segments record their codec: plain W3 segments stay readable.
 
 
 class _PostingsWriter(W3PostingsWriter):
@@ -204,35 +190,6 @@ def _or(items: list) -> Any:
     return items[0] if len(items) == 1 else _Or(items)
 
 
-@functools.cache
-def _whoosh_version() -> str:
-    """Version of whoosh-reloaded, after checking that it (alone) provides ``whoosh``."""
-    owners = importlib.metadata.packages_distributions().get("whoosh", [])
-    names = sorted({re.sub(r"[-_.]+", "-", n).lower() for n in owners})
-    if names != ["whoosh-reloaded"]:
-        raise StorageError(f"the 'whoosh' module comes from {names or 'an unknown package'}; "
-                           "gitmem needs exactly the distribution 'whoosh-reloaded'",
-                           hint="pip uninstall whoosh whoosh-ng; pip install whoosh-reloaded")
-    return importlib.metadata.version("whoosh-reloaded")
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
 class _Analysis:
     """One tokenisation shared by indexing, querying and snippets."""
 
@@ -336,7 +293,7 @@ class SearchIndex:
         self._memo: dict[Any, Any] = {}      # per-searcher results (live docs, hidden docs)
         self.needs_rebuild = False
         schema = f"{SCHEMA_VERSION}:{self.cfg.schema_key()}".encode()
-        self._stamp = {"distribution": "whoosh-reloaded", "version": _whoosh_version(),
+        self._stamp = {"distribution": "whoosh-reloaded", "version": whoosh_version(),
                        "schema": hashlib.sha256(schema).hexdigest()[:16]}
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -349,7 +306,7 @@ class SearchIndex:
     def _open(self) -> Any:
         """Open the index if its stamp matches and a probe of everything reads back;
         otherwise recreate it empty (``needs_rebuild``)."""
-        if _read_json(self.dir / _STAMP) == self._stamp:
+        if read_json(self.dir / _STAMP) == self._stamp:
             # A probe can fail transiently while another process commits (its merge
             # deletes segment files this TOC still names): retry before judging.
             for delay in (0.0, 0.05, 0.2):
@@ -361,7 +318,7 @@ class SearchIndex:
 
     def _probe(self) -> Any:
         """The opened index if the stamp matches and everything reads back, else None."""
-        if _read_json(self.dir / _STAMP) != self._stamp:
+        if read_json(self.dir / _STAMP) != self._stamp:
             return None
         with warnings.catch_warnings():   # whoosh leaks the file it failed to read
             warnings.simplefilter("ignore", ResourceWarning)
@@ -401,7 +358,7 @@ class SearchIndex:
                                         and p.name != f"{_INDEX_NAME}_WRITELOCK"):
                     p.unlink(missing_ok=True)
             ix = _Storage(str(self.dir)).create_index(self._schema, indexname=_INDEX_NAME)
-            _write_json_atomic(self.dir / _STAMP, self._stamp)
+            write_json_atomic(self.dir / _STAMP, self._stamp)
         finally:
             lock.release()
         self.needs_rebuild = True
@@ -479,26 +436,14 @@ class SearchIndex:
         segments is merged into the segment being written.  Each document is thus copied
         about once per tier, a merge costs about as much as the small segments it takes,
         and only one commit in 20 merges (each extra segment costs a query ~20 µs).
-
-        Whoosh's default (MERGE_SMALL) merged the smallest segments up to a Fibonacci
-        bound, so the segment growing out of a burst of small commits was copied again
-        on every 5th commit: 200-300 ms per create at 10k memories by the 100th."""
+        (Whoosh's MERGE_SMALL re-copied the growing segment every 5th commit.)"""
         def policy(writer: Any, segments: list) -> list:
-            tiers: dict[int, list] = {}
-            for seg in segments:
-                n, tier = seg.doc_count_all(), 0
-                while n >= self.MERGE_FACTOR:
-                    n, tier = n // self.MERGE_FACTOR, tier + 1
-                tiers.setdefault(tier, []).append(seg)
-            for tier in sorted(tiers):
-                group = tiers[tier]
-                if len(group) >= factor and len(group) > 1:
-                    for seg in group:
-                        reader = SegmentReader(writer.storage, writer.schema, seg)
-                        writer.add_reader(reader)
-                        reader.close()
-                    return [seg for seg in segments if not any(seg is g for g in group)]
-            return segments
+            group = merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor)
+            for i in group:
+                reader = SegmentReader(writer.storage, writer.schema, segments[i])
+                writer.add_reader(reader)
+                reader.close()
+            return [seg for i, seg in enumerate(segments) if i not in group]
         return policy
 
     def merge_small(self) -> None:
@@ -575,16 +520,16 @@ class SearchIndex:
             return {paths[n]: hashes[n].decode() for n in r.all_doc_ids()}
 
     def get_state(self, key: str) -> str | None:
-        value = (_read_json(self.dir / _STATE) or {}).get(key)
+        value = (read_json(self.dir / _STATE) or {}).get(key)
         return value if isinstance(value, str) else None
 
     def set_state(self, key: str, value: str) -> None:
         """Store a small string beside the index (atomically; cleared with the index)."""
         with self._lock:
-            data = _read_json(self.dir / _STATE) or {}
+            data = read_json(self.dir / _STATE) or {}
             data[key] = value
             try:
-                _write_json_atomic(self.dir / _STATE, data)
+                write_json_atomic(self.dir / _STATE, data)
             except OSError as exc:
                 raise StorageError(f"cannot write search index state: {exc}") from exc
 

@@ -1,17 +1,27 @@
 """What the search index stores of a memory: :class:`IndexDoc` (produced by the vault
-from a Markdown file) and the field values derived from it.  Whoosh-free; the schema
-these values fill is in :mod:`gitmem.search`."""
+from a Markdown file) and the field values derived from it; and the index's Whoosh-free
+bookkeeping: the distribution check, its JSON stamp and state files, which segments a
+commit merges.  The schema these values fill is in :mod:`gitmem.search`."""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import json
+import os
+import re
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gitmem import search_query as sq
+from gitmem.errors import StorageError
 from gitmem.search_query import SearchConfig
 from gitmem.search_rank import Analysis
 
-__all__ = ["IndexDoc", "index_fields"]
+__all__ = ["IndexDoc", "index_fields", "merge_group", "read_json", "whoosh_version",
+           "write_json_atomic"]
 
 
 @dataclass
@@ -71,3 +81,52 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
 
 def _low(v: str | None) -> str | None:
     return v.strip().lower() if isinstance(v, str) and v.strip() else None
+
+
+@functools.cache
+def whoosh_version() -> str:
+    """Version of whoosh-reloaded, after checking that it (alone) provides ``whoosh``."""
+    owners = importlib.metadata.packages_distributions().get("whoosh", [])
+    names = sorted({re.sub(r"[-_.]+", "-", n).lower() for n in owners})
+    if names != ["whoosh-reloaded"]:
+        raise StorageError(f"the 'whoosh' module comes from {names or 'an unknown package'}; "
+                           "gitmem needs exactly the distribution 'whoosh-reloaded'",
+                           hint="pip uninstall whoosh whoosh-ng; pip install whoosh-reloaded")
+    return importlib.metadata.version("whoosh-reloaded")
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` as JSON to ``path``: a synced temporary file renamed into place."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None if it is missing or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def merge_group(sizes: list[int], tier_factor: int, min_group: int) -> set[int]:
+    """Which segments (indexes into ``sizes``, their document counts) a commit merges.
+
+    Segments fall in size tiers (1 to ``tier_factor - 1`` documents, then up to
+    ``tier_factor**2 - 1``, ...); the smallest tier holding ``min_group`` segments (and at
+    least two) is merged, so each document is copied about once per tier."""
+    tiers: dict[int, list[int]] = {}
+    for i, n in enumerate(sizes):
+        tier = 0
+        while n >= tier_factor:
+            n, tier = n // tier_factor, tier + 1
+        tiers.setdefault(tier, []).append(i)
+    for tier in sorted(tiers):
+        if len(tiers[tier]) >= min_group and len(tiers[tier]) > 1:
+            return set(tiers[tier])
+    return set()

@@ -8,13 +8,18 @@ filter through a callback.
 
 - Words are scored with Whoosh's BM25F formula, a posting block at a time: several times
   faster than Whoosh's matchers in pure Python, exact totals, the same ranking for every page.
-- A phrase reads each of its words' postings once, as whole blocks (rarest word first,
-  later words only in the blocks that can hold a candidate), intersects them, and checks
-  positions only for the documents holding every word; positions are stored as machine
-  arrays (``gitmem.search``), so that check is a few C calls per document.  Whoosh's span
+- A phrase reads its words' document ids (rarest word first, later words only in the
+  blocks that can hold a candidate), intersects them, and reads weights and positions
+  only of the documents holding every word; positions are stored as machine arrays
+  (``gitmem.search``), so the check is a few C calls per document.  Whoosh's span
   matcher spent ~27 µs per such document (0.3 s for two words that are in most memories).
   A phrase scores what Whoosh gave it: the sum of its words' scores (a repeated word
   counts twice).
+- A group prior: memories sharing ``source`` (a conversation, a session) lend each other
+  30% of the sum of their group's best three scores.
+- Natural queries (plain words and phrases) rank the documents containing *all* words
+  first and fill with *any*-word matches (``mode`` tells which exists); operators,
+  parentheses or a prefix switch to strict boolean meaning (``mode="syntax"``).
 """
 
 from __future__ import annotations
