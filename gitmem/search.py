@@ -37,7 +37,7 @@ import whoosh.index
 from whoosh import formats, query as wq, scoring
 from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.analysis.analyzers import STOP_WORDS
-from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3LeafMatcher, W3PostingsWriter, W3TermInfo
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3LeafMatcher, W3PostingsWriter
 from whoosh.columns import NumericColumn, VarBytesColumn
 from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
@@ -78,6 +78,18 @@ class _PostingsWriter(W3PostingsWriter):
 
     def _mini_weights(self) -> Any:
         return None if all(w == 1.0 for w in self._weights) else self._weights.tobytes()
+
+    def finish_postings(self) -> Any:
+        # Inlining, done here: whoosh-reloaded's own path calls ``set_inline``, a misnaming
+        # of ``W3TermInfo.set_inlined``.  Value-less postings get b"" each: an inlined
+        # list without values reads back as "" (a str), which a segment merge rejects.
+        if self.written() or len(self) >= self._inlinelimit:
+            return super().finish_postings()
+        info, self._terminfo = self._terminfo, None
+        info.add_block(self)
+        values = self._values if len(self._values) == len(self._ids) else [b""] * len(self._ids)
+        info.set_inlined(self._ids, self._weights, values)
+        return info
 
     def _mini_values(self) -> Any:
         size, values = self._format.fixed_value_size(), self._values
@@ -169,14 +181,6 @@ class _Storage(FileStorage):
         return RamStorage() if self.small_writes else super().temp_storage(name)
 
 
-def _set_inline(self: Any, ids: Sequence[int], weights: Sequence[float], values: Sequence[bytes]) -> None:
-    # whoosh-reloaded's writer calls ``set_inline``, a misnaming of ``set_inlined``.  An
-    # inlined list without values reads back as "" (a str), which a merge rejects.
-    self.set_inlined(ids, weights, values if len(values) == len(ids) else [b""] * len(ids))
-
-
-if not hasattr(W3TermInfo, "set_inline"):
-    W3TermInfo.set_inline = _set_inline
 _CODEC = _Codec(compression=0, inlinelimit=2)
 
 

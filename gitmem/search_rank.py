@@ -52,6 +52,11 @@ class Analysis(Protocol):
     def stem(self, word: str) -> str: ...
 
 
+def _blockwise(m: Any) -> bool:
+    """True for an on-disk posting list read a block at a time (whoosh-reloaded's codec)."""
+    return all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_maxid"))
+
+
 def blocks(matcher: Any, values: bool = False,
            wanted: Sequence[int] | None = None) -> Iterable[tuple[Sequence, Sequence, Sequence]]:
     """(ids, weights, values or ()) of a leaf posting list, a block at a time.
@@ -60,7 +65,7 @@ def blocks(matcher: Any, values: bool = False,
     decoding them.  Uses the block internals of whoosh-reloaded's codec (its version is
     pinned by the distribution check); other matchers take a posting-at-a-time path."""
     m = getattr(matcher, "child", matcher)      # deletions are filtered by the caller
-    if all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_maxid")):
+    if _blockwise(m):
         low = -1
         while m.is_active():
             high = m._maxid
@@ -93,7 +98,7 @@ def postings_for(matcher: Any, wanted: Sequence[int]) -> tuple[dict[int, float],
     m = getattr(matcher, "child", matcher)
     wts: dict[int, float] = {}
     vals: dict[int, bytes] = {}
-    if not all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_maxid")):
+    if not _blockwise(m):
         ids, ws, vs = next(iter(blocks(m, True)))      # an inlined short list
         wts.update(zip(ids, ws))
         vals.update(zip(ids, vs))
@@ -107,6 +112,8 @@ def postings_for(matcher: Any, wanted: Sequence[int]) -> tuple[dict[int, float],
             if m._weights is None:
                 m._read_weights()
             ids, here = m._ids, wanted[lo:hi]
+            # Where the wanted ids sit in the block: a C-level scan each for a few, one
+            # id -> index map for many.
             at = [ids.index(d) for d in here] if len(here) < 16 else \
                 list(map(dict(zip(ids, range(len(ids)))).__getitem__, here))
             wts.update(zip(here, map(m._weights.__getitem__, at)))
