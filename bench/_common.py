@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -42,6 +43,14 @@ def timed(func: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = func()
     return time.perf_counter() - start, result
+
+
+def report(result: dict[str, Any], out: str | os.PathLike[str] | None = None) -> None:
+    """Print the benchmark's JSON result on stdout and, with ``--out``, save it to a file."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
 
 
 def log(message: str) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import os
 import pstats
 import shutil
@@ -34,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
+from _common import report as emit_report  # noqa: E402
 from gitmem.paths import memory_relpath, slugify  # noqa: E402
 from gitmem.schema import new_id  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
@@ -339,10 +339,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             for name, (value, limit) in checks.items()}}
     report["machine"]["loadavg_1m_start_end"] = [load_start, round(os.getloadavg()[0], 2)]
     report["total_seconds"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit_report(report, args.out)
     return report
 
 

@@ -14,7 +14,6 @@ decay below the prune threshold).  Baselines in the same run: a write without de
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from datetime import datetime, timedelta, timezone
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
+from _common import Generator, log, machine_info, populate_bulk, report, summary_ms, timed  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGETS = {"dedup_check_p50_ms": 20.0}
@@ -85,9 +84,9 @@ def main() -> None:
         for n in range(100):   # retrievals that reflect folds in
             vault.search(gen.word())
         t_plan, plan = timed(lambda: vault.reflect(dry_run=True))
-        t_apply, report = timed(vault.reflect)
+        t_apply, applied = timed(vault.reflect)
         result["reflect"] = {"plan_ms": round(t_plan * 1000, 1), "apply_ms": round(t_apply * 1000, 1),
-                             "counts": {k: v for k, v in report.to_dict().items()
+                             "counts": {k: v for k, v in applied.to_dict().items()
                                         if k in ("pruned", "merged", "promoted", "expired", "reinforced")}}
         t_idle, _ = timed(vault.reflect)
         result["reflect"]["second_run_ms"] = round(t_idle * 1000, 1)
@@ -95,10 +94,7 @@ def main() -> None:
     result["targets"] = {"dedup_check_p50_ms": {"target": TARGETS["dedup_check_p50_ms"],
                                                 "measured": result["dedup_check"]["p50_ms"],
                                                 "met": result["dedup_check"]["p50_ms"] <= TARGETS["dedup_check_p50_ms"]}}
-    text_out = json.dumps(result, indent=2)
-    print(text_out)
-    if args.out:
-        Path(args.out).write_text(text_out + "\n")
+    report(result, args.out)
 
 
 if __name__ == "__main__":

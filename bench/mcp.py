@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import log, machine_info, summary_ms  # noqa: E402
+from bench._common import log, machine_info, report, summary_ms  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -140,10 +140,7 @@ def main() -> None:
         "mcp_write_memory_add": summary_ms(writes), "mcp_search": summary_ms(searches),
         "inprocess_write_memory_add": summary_ms(in_writes), "inprocess_search": summary_ms(in_searches),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ commit), then
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import re
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
+from _common import Generator, log, machine_info, populate_bulk, report, summary_ms, timed  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGETS = {"create_p50_ms": 30.0, "word_p50_ms": 10.0, "any_p95_ms": 50.0, "fts5_ratio": 5.0}
@@ -201,10 +200,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "within_5x_fts5_ids_only_non_prefix_p50": {
             k: v["ratio_p50_ids_only"] <= TARGETS["fts5_ratio"] for k, v in q.items() if k != "prefix"},
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    report(result, args.out)
     return result
 
 

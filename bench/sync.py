@@ -25,7 +25,6 @@ index or a memory catalog, so a ratio above 1 is expected.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import subprocess
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import log, machine_info  # noqa: E402
+from _common import log, machine_info, report  # noqa: E402
 from gitmem import Vault  # noqa: E402
 
 
@@ -137,10 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     out = {"benchmark": "sync", "machine": machine_info(),
            "sizes": [run_size(n, args.memories, args.seed) for n in args.commits]}
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    report(out, args.out)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ batching (one commit for the whole burst), not the cost of a commit.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import subprocess
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import log, machine_info, summary_ms  # noqa: E402
+from _common import log, machine_info, report, summary_ms  # noqa: E402
 from gitmem.gitstore import blob_id  # noqa: E402
 from gitmem.search import SearchIndex  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
@@ -142,10 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-watch-") as tmp:
         result = {"benchmark": "watch", "machine": machine_info(tmp), **run(args, Path(tmp))}
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -162,13 +162,18 @@ def _temp_files(vault: "Vault", repair: bool) -> Finding:
         dirs[:] = [d for d in dirs if d != ".git"]
         leftovers += [os.path.relpath(os.path.join(folder, f), vault.root)
                       for f in files if ".gitmem-tmp-" in f]
-    finding = Finding("temp-files", not leftovers,
-                      f"{len(leftovers)} temp file(s) from interrupted writes" if leftovers else "no leftover temp files",
-                      sorted(leftovers))
-    if leftovers and repair:
-        for rel in leftovers:
+    return _removable(vault, "temp-files", leftovers, "temp file(s) from interrupted writes",
+                      "no leftover temp files", repair)
+
+
+def _removable(vault: "Vault", check: str, rels: list[str], problem: str, fine: str,
+               repair: bool) -> Finding:
+    """A finding listing leftover files (vault-relative) that ``--repair`` deletes."""
+    finding = Finding(check, not rels, f"{len(rels)} {problem}" if rels else fine, sorted(rels))
+    if rels and repair:
+        for rel in rels:
             (vault.root / rel).unlink(missing_ok=True)
-        finding.repaired = sorted(leftovers)
+        finding.repaired = sorted(rels)
     return finding
 
 
@@ -259,14 +264,8 @@ def _git_locks(vault: "Vault", repair: bool) -> Finding:
                 stale.append(os.path.relpath(path, vault.root))
         except OSError:
             continue
-    finding = Finding("git-locks", not stale,
-                      f"{len(stale)} stale lock file(s) in .git (they block git commands)" if stale
-                      else "no stale lock files in .git", sorted(stale))
-    if stale and repair:
-        for rel in stale:
-            (vault.root / rel).unlink(missing_ok=True)
-        finding.repaired = sorted(stale)
-    return finding
+    return _removable(vault, "git-locks", stale, "stale lock file(s) in .git (they block git commands)",
+                      "no stale lock files in .git", repair)
 
 
 def _recovery(vault: "Vault") -> Finding:

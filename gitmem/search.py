@@ -112,27 +112,32 @@ class _LeafMatcher(W3LeafMatcher):
         self._weights = (array("f", (1.0,)) * self._blocklength if ws is None
                          else array("f", ws) if isinstance(ws, bytes) else ws)
 
-    def _read_values(self) -> None:
+    def _packed(self) -> tuple[bytes, list[int]] | None:
+        """The block's values string and each value's end offset, if this codec packed
+        them (variable-size values); None for blocks in Whoosh's own layout."""
         if self._data is None:
             self._read_data()
-        vs, n = self._data[2], self._blocklength
-        fixed = self._fixedsize
-        if isinstance(vs, bytes) and (fixed is None or fixed < 0):
-            ends = list(accumulate(array("I", vs[:4 * n]), initial=4 * n))
-            self._values = tuple(map(vs.__getitem__, map(slice, ends, ends[1:])))
-        else:
+        vs, n, fixed = self._data[2], self._blocklength, self._fixedsize
+        if not isinstance(vs, bytes) or not (fixed is None or fixed < 0):
+            return None
+        return vs, list(accumulate(array("I", vs[:4 * n]), initial=4 * n))
+
+    def _read_values(self) -> None:
+        packed = self._packed()
+        if packed is None:
             super()._read_values()
+        else:
+            vs, ends = packed
+            self._values = tuple(map(vs.__getitem__, map(slice, ends, ends[1:])))
 
     def values_at(self, at: Sequence[int]) -> list[bytes]:
         """The values of the postings at these indexes of the current block, without
         cutting out the others (a phrase needs the positions of a few documents)."""
-        if self._data is None:
-            self._read_data()
-        vs, n = self._data[2], self._blocklength
-        if not isinstance(vs, bytes) or not (self._fixedsize is None or self._fixedsize < 0):
+        packed = self._packed()
+        if packed is None:
             self._read_values()
             return [self._values[i] for i in at]
-        ends = list(accumulate(array("I", vs[:4 * n]), initial=4 * n))
+        vs, ends = packed
         return list(map(vs.__getitem__, map(slice, map(ends.__getitem__, at),
                                             map(ends.__getitem__, map((1).__add__, at)))))
 

@@ -28,7 +28,7 @@ import functools
 import heapq
 import math
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
@@ -52,11 +52,6 @@ class Analysis(Protocol):
     def stem(self, word: str) -> str: ...
 
 
-def _blockwise(m: Any) -> bool:
-    """True for an on-disk posting list read a block at a time (whoosh-reloaded's codec)."""
-    return all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_maxid"))
-
-
 def blocks(matcher: Any, values: bool = False,
            wanted: Sequence[int] | None = None) -> Iterable[tuple[Sequence, Sequence, Sequence]]:
     """(ids, weights, values or ()) of a leaf posting list, a block at a time.
@@ -65,7 +60,7 @@ def blocks(matcher: Any, values: bool = False,
     decoding them.  Uses the block internals of whoosh-reloaded's codec (its version is
     pinned by the distribution check); other matchers take a posting-at-a-time path."""
     m = getattr(matcher, "child", matcher)      # deletions are filtered by the caller
-    if _blockwise(m):
+    if all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_maxid")):
         low = -1
         while m.is_active():
             high = m._maxid
@@ -96,34 +91,17 @@ def postings_for(matcher: Any, wanted: Sequence[int]) -> tuple[dict[int, float],
     holding one are read, and only the wanted values are cut out of a block (with
     ``values_at``, gitmem's codec) instead of every value of it."""
     m = getattr(matcher, "child", matcher)
+    cut = getattr(m, "values_at", None)     # called while ``blocks`` holds m at a block
     wts: dict[int, float] = {}
     vals: dict[int, bytes] = {}
-    if not _blockwise(m):
-        ids, ws, vs = next(iter(blocks(m, True)))      # an inlined short list
-        wts.update(zip(ids, ws))
-        vals.update(zip(ids, vs))
-        return wts, vals
-    lo = 0
-    while m.is_active() and lo < len(wanted):
-        hi = bisect_right(wanted, m._maxid, lo)
-        if hi > lo:
-            if m._ids is None:
-                m._read_ids()
-            if m._weights is None:
-                m._read_weights()
-            ids, here = m._ids, wanted[lo:hi]
-            # Where the wanted ids sit in the block: a C-level scan each for a few, one
-            # id -> index map for many.
-            at = [ids.index(d) for d in here] if len(here) < 16 else \
-                list(map(dict(zip(ids, range(len(ids)))).__getitem__, here))
-            wts.update(zip(here, map(m._weights.__getitem__, at)))
-            if hasattr(m, "values_at"):
-                vals.update(zip(here, m.values_at(at)))
-            else:
-                m._read_values()
-                vals.update(zip(here, map(m._values.__getitem__, at)))
-            lo = hi
-        m._next_block()
+    for ids, ws, vs in blocks(m, cut is None, wanted):
+        here = wanted[bisect_left(wanted, ids[0]):bisect_right(wanted, ids[-1])]
+        # Where the wanted ids sit in the block: a C-level scan each for a few, one
+        # id -> index map for many.
+        at = [ids.index(d) for d in here] if len(here) < 16 else \
+            list(map(dict(zip(ids, range(len(ids)))).__getitem__, here))
+        wts.update(zip(here, map(ws.__getitem__, at)))
+        vals.update(zip(here, cut(at) if cut else map(vs.__getitem__, at)))
     return wts, vals
 
 
