@@ -27,6 +27,7 @@ _EXPORTS = {
     "GitmemError": "errors",
     "InvalidInput": "errors",
     "InvalidPath": "errors",
+    "UnsafePath": "errors",
     "InvalidTitle": "errors",
     "InvalidMetadata": "errors",
     "InvalidContent": "errors",
@@ -45,6 +46,7 @@ _EXPORTS = {
     "VaultClosed": "errors",
     "SecretDetected": "errors",
     "SyncError": "errors",
+    "UnsafeRemoteTree": "errors",
     "SyncReport": "sync",
 }
 

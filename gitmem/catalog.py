@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from .markdown import memory_links
+from .schema import safe_text, safe_value
 from .similarity import bands, content_key, sketch
 
 __all__ = ["Catalog", "FileRow", "Touch"]
 
-SCHEMA_VERSION = "5"
+# 6: metadata is sanitised when read (schema.sanitize_metadata); rows cached by an older
+# gitmem may hold values (a dict among tags ...) that readers no longer expect.
+SCHEMA_VERSION = "6"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, id TEXT NOT NULL, stem_key TEXT NOT NULL, title_key TEXT NOT NULL,
@@ -127,6 +130,23 @@ def id_from_blob(data: bytes) -> str | None:
     return match.group(1).decode("utf-8", "replace").strip() if match else None
 
 
+def _text(value: Any) -> str:
+    """A catalog text column: any value as text SQLite can store."""
+    return safe_text(value if isinstance(value, str) else str(value))
+
+
+def _meta_json(meta: dict[str, Any]) -> str:
+    """The frontmatter as strict JSON (SQLite's json_extract refuses NaN) without lone
+    surrogates; a value that cannot be written so is stored as safe_value makes it."""
+    try:
+        text = json.dumps(meta, ensure_ascii=False, default=str, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        text = None
+    if text is None or not text.isascii() and safe_text(text) != text:
+        text = json.dumps(safe_value(meta), ensure_ascii=False, default=str, allow_nan=False)
+    return text
+
+
 class Catalog:
     """Connection to the catalog database (one per Vault object)."""
 
@@ -181,19 +201,22 @@ class Catalog:
         """Record (or replace) one file's row, its listing columns and its sketch.
 
         ``st`` None records a file not written yet (mtime 0: never taken as fresh)."""
-        title = str(meta.get("title", ""))
+        # Readers sanitise metadata (schema.derive); this is the last line of defence, as
+        # SQLite can store neither a lone surrogate nor an integer over 64 bits.
+        title = safe_text(str(meta.get("title", "")))
         importance = meta.get("importance", 3)
+        if isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 5:
+            importance = 3
         ext = meta.get("external_write_id")
         self.db.execute(
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, memory_id, stem_key(path), title.casefold(), st.st_mtime_ns if st else 0,
-             st.st_size if st else -1, json.dumps(meta, ensure_ascii=False, default=str), problem,
-             blob_hash, str(meta.get("tier", "")), str(meta.get("type", "memory")),
-             str(meta.get("status", "active")),
-             importance if isinstance(importance, int) and not isinstance(importance, bool) else 3,
-             str(meta.get("updated") or meta.get("created") or ""), title, gist(meta, body),
+            (path, safe_text(memory_id), stem_key(path), title.casefold(), st.st_mtime_ns if st else 0,
+             st.st_size if st else -1, _meta_json(meta), safe_text(problem) if problem else problem,
+             blob_hash, _text(meta.get("tier", "")), _text(meta.get("type", "memory")),
+             _text(meta.get("status", "active")), importance,
+             _text(meta.get("updated") or meta.get("created") or ""), title, safe_text(gist(meta, body)),
              content_key(body or title, meta.get("type"), meta.get("scope")),
-             str(ext) if ext not in (None, "") else None))
+             _text(ext) if ext not in (None, "") else None))
         self.db.execute("DELETE FROM sketch WHERE path=?", (path,))
         self.db.executemany("INSERT INTO sketch VALUES (?, ?)",
                             [(path, h) for h in sketch(f"{title}\n{body}")])
@@ -202,7 +225,8 @@ class Catalog:
                             [(path, k) for k in dict.fromkeys(bands(body or title))])
         self.db.execute("DELETE FROM links WHERE path=?", (path,))
         self.db.executemany("INSERT INTO links VALUES (?, ?, ?)",
-                            [(path, t.casefold(), r) for t, r in memory_links(meta, body)])
+                            [(path, safe_text(t).casefold(), safe_text(r))
+                             for t, r in memory_links(meta, body)])
 
     def drop(self, paths: Iterable[str]) -> None:
         rows = [(p,) for p in paths]
@@ -305,10 +329,11 @@ class Catalog:
                 status: str = "active") -> list[tuple[FileRow, str]]:
         """The top ``limit`` memories of a tier by importance, then recency: (row, gist)."""
         kinds = list(exclude_types)
-        marks = ",".join("?" * len(kinds)) or "NULL"
+        # No exclusions: no NOT IN clause ("type NOT IN (NULL)" is NULL, which matched nothing).
+        exclude = f"AND type NOT IN ({','.join('?' * len(kinds))}) " if kinds else ""
         rows = self.db.execute(
             "SELECT path, id, meta, problem, hash, gist FROM files WHERE tier=? AND status=? "
-            f"AND type NOT IN ({marks}) ORDER BY importance DESC, updated DESC, path LIMIT ?",
+            f"{exclude}ORDER BY importance DESC, updated DESC, path LIMIT ?",
             (tier, status, *kinds, limit))
         return [(_row(r[:5]), r[5]) for r in rows]
 

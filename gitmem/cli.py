@@ -472,10 +472,14 @@ from .cli_tools import mcp, tools  # noqa: E402 - registered after the core comm
 cli.add_command(tools)
 cli.add_command(mcp)
 
-from .cli_sync import clone, conflicts, remote, sync  # noqa: E402 - registered after the core commands
+from .cli_sync import clone, config, conflicts, remote, sync  # noqa: E402 - registered after the core commands
 
-for _command in (clone, remote, sync, conflicts):
+for _command in (clone, remote, sync, conflicts, config):
     cli.add_command(_command)
+
+from .cli_agent import agent  # noqa: E402 - registered after the core commands
+
+cli.add_command(agent)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,11 +24,14 @@ __all__ = ["purge"]
 def purge(ctx: click.Context, ref: str, yes: bool, as_json: bool) -> None:
     """Remove memory REF (id, path or title; also a deleted one) from ALL history.
 
-    Every version of the memory, its lines in MEMORY.md and its titles in
-    commit messages are removed by rewriting the branch's commits (authors,
-    dates and other messages are kept); commits that only touched it are
-    dropped; reflogs are expired and unreachable objects pruned, so git
-    itself can no longer find the content.  Cannot be undone.
+    Every version of the memory, its sync conflict copies, git notes holding
+    its text, its lines in MEMORY.md and its titles in commit messages are
+    removed by rewriting every branch, tag and notes ref (authors, dates and
+    other messages are kept); commits that only touched it are dropped; the
+    new HEAD's MEMORY.md is regenerated; reflogs are expired and unreachable
+    objects pruned, so git itself can no longer find the content.  Crash-safe:
+    if the purge is killed, the next gitmem command finishes it (or, if it
+    was killed before changing anything, drops it).  Cannot be undone.
 
     \b
     Example:
@@ -45,7 +48,9 @@ def purge(ctx: click.Context, ref: str, yes: bool, as_json: bool) -> None:
     click.echo(f"warning: {REMOTE_WARNING}", err=True)
 
     def text() -> str:
-        return (f"purged {report.id} ({len(report.paths)} path(s): {', '.join(report.paths)})\n"
+        copies = (f"; {len(report.conflict_copies)} conflict cop(y/ies)" if report.conflict_copies else "")
+        notes = f"; {report.notes_dropped} note(s) dropped" if report.notes_dropped else ""
+        return (f"purged {report.id} ({len(report.paths)} path(s): {', '.join(report.paths)}{copies}{notes})\n"
                 f"{report.commits_rewritten} commit(s) rewritten, {report.commits_dropped} dropped, "
                 f"{report.objects_pruned} object(s) pruned; HEAD {(report.old_head or '')[:7]} -> "
                 f"{(report.new_head or '')[:7]}")

@@ -1,6 +1,7 @@
 """Command-line front doors for sharing a vault through git remotes:
-``gitmem clone``, ``gitmem remote add|list|remove``, ``gitmem sync`` and
-``gitmem conflicts``.
+``gitmem clone``, ``gitmem remote add|list|remove``, ``gitmem sync``,
+``gitmem conflicts`` and ``gitmem config show|accept`` (safety settings a sync
+held back).
 
 Registered in :mod:`gitmem.cli`; each command opens the vault, makes one
 library call (:mod:`gitmem.sync`) and prints the result.  Only click is
@@ -18,7 +19,7 @@ from .cli_common import emit, json_option, open_vault
 if TYPE_CHECKING:  # pragma: no cover
     from .sync import SyncReport
 
-__all__ = ["clone", "remote", "sync", "conflicts"]
+__all__ = ["clone", "remote", "sync", "conflicts", "config"]
 
 
 @click.command()
@@ -122,6 +123,13 @@ def sync(ctx: click.Context, name: str, as_json: bool) -> None:
     unambiguous; otherwise theirs is kept as a conflict copy next to ours
     (see `gitmem conflicts`).  Never force-pushes; nothing is dropped.
 
+    Refused before anything is written: files gitmem will not create (names
+    like .. or .git, symbolic links, submodules) and, under 'secrets: refuse'
+    or 'redact', anything that looks like a secret.  A .gitmem.yaml that
+    weakens secrets, protected_types or max_content_bytes is held back until
+    `gitmem config accept`.  An arriving memory whose file name is taken is
+    renamed NAME-2.md.
+
     \b
     Example:
       gitmem sync
@@ -150,7 +158,21 @@ def _sync_text(report: "SyncReport") -> str:
     lines += [f"conflict  {c['id'][:8]}  theirs kept as {c['copy_path']}" for c in report.conflicts]
     if report.conflicts:
         lines.append("review with: gitmem conflicts")
+    lines += [f"renamed   {r['from']} -> {r['to']}  (file name already used in this vault)"
+              for r in report.renamed]
+    for key, held in sorted(report.config_held.items()):
+        lines.append(f"held back {key}: the remote's .gitmem.yaml says {_show(held['incoming'])}; "
+                     f"{_show(held['kept'])} stays in force")
+    if report.config_held:
+        lines.append("apply it with: gitmem config accept  (see: gitmem config show)")
+    lines += [f"warning   {w}" for w in report.warnings]
     return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
 
 
 @click.command()
@@ -181,3 +203,68 @@ def conflicts(ctx: click.Context, as_json: bool) -> None:
         return "\n".join(rows)
 
     emit(found, as_json, text)
+
+
+# ------------------------------------------------------------------ config
+@click.group(name="config")
+def config() -> None:
+    """Show the vault's safety settings; accept changes a sync held back.
+
+    A sync that brings a .gitmem.yaml weakening secrets, protected_types or
+    max_content_bytes writes the file but keeps the local value in force
+    until a person accepts the change here.
+
+    \b
+    Example:
+      gitmem config show
+      gitmem config accept
+      gitmem config accept secrets
+    """
+
+
+@config.command(name="show")
+@json_option
+@click.pass_context
+def config_show(ctx: click.Context, as_json: bool) -> None:
+    """Show the safety settings in force and any change a sync held back.
+
+    \b
+    Example:
+      gitmem config show --json
+    """
+    from .config import safety_values
+    vault = open_vault(ctx)
+    pending = vault.pending_config()
+    current = safety_values(vault.config)
+    data = {"settings": current, "pending": pending}
+
+    def text() -> str:
+        lines = [f"{key:<18} {_show(value)}" for key, value in current.items()]
+        for key, held in sorted(pending.items()):
+            lines.append(f"pending: {key} {_show(held['file'])} in .gitmem.yaml (from a sync); "
+                         f"{_show(held['kept'])} stays in force")
+        if pending:
+            lines.append("accept with: gitmem config accept [KEY...]")
+        return "\n".join(lines)
+
+    emit(data, as_json, text)
+
+
+@config.command(name="accept")
+@click.argument("keys", nargs=-1)
+@json_option
+@click.pass_context
+def config_accept(ctx: click.Context, keys: tuple[str, ...], as_json: bool) -> None:
+    """Let the .gitmem.yaml values a sync held back take effect (KEYS: some of
+    secrets, protected_types, max_content_bytes; default all).
+
+    \b
+    Example:
+      gitmem config accept
+      gitmem config accept max_content_bytes
+    """
+    vault = open_vault(ctx)
+    accepted = vault.accept_config(list(keys) or None)
+    emit({"accepted": accepted}, as_json,
+         "\n".join(f"accepted {key}: {_show(held['file'])}" for key, held in sorted(accepted.items()))
+         or "nothing was held back")

@@ -9,6 +9,7 @@ result.  Only click is imported at module level so ``gitmem --help`` stays fast.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -112,38 +113,100 @@ def tools_call(ctx: click.Context, profile: str, agent: str | None, name: str, a
         ctx.exit(1)
 
 
-@click.command()
+class _JsonUsageCommand(click.Command):
+    """A command whose usage errors (unknown option, bad value) follow ``--json``.
+
+    click reports those itself, as text, before the command body runs; with
+    ``--json`` a script expects ``{"error": ...}`` on stdout like every other
+    failure, so they are re-raised as gitmem ``invalid_input`` errors (exit 2
+    either way).
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse ``args``; on a usage error with ``--json`` among them, fail as gitmem does."""
+        wants_json = "--json" in (args[:args.index("--")] if "--" in args else args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            if not wants_json:
+                raise
+            from .errors import InvalidInput
+            ctx.meta["gitmem.json"] = True  # the option's callback may not have run yet
+            raise InvalidInput(exc.format_message(), hint=f"See 'gitmem {ctx.info_name} --help'.") from None
+
+
+_HTTP_ONLY = ("host", "port", "token", "allow_host")
+
+
+@click.command(cls=_JsonUsageCommand)
 @click.option("--vault", "vault_path", type=click.Path(file_okay=False),
               help="The vault folder (default: the global --vault / $GITMEM_VAULT / the current folder).")
 @_profile_option
 @click.option("--agent", help="Name the client's writes are committed as (default: --author, else 'mcp-agent').")
 @click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP at /mcp instead of stdio.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to bind.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="HTTP: address to bind. Only 127.0.0.1, ::1 and localhost may go without --token.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="HTTP: port.")
 @click.option("--token", envvar="GITMEM_MCP_TOKEN",
-              help="HTTP: bearer token clients must send (required when --host is not loopback).")
+              help="HTTP: bearer token clients must send (required unless --host is 127.0.0.1, ::1 or localhost).")
+@click.option("--allow-host", "allow_host", multiple=True, metavar="NAME",
+              help="HTTP: another host name clients reach the server by (repeatable), e.g. the machine's "
+                   "LAN name when binding 0.0.0.0. Requests naming any other host are refused.")
+@json_option
 @click.pass_context
 def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | None, use_http: bool,
-        host: str, port: int, token: str | None) -> None:
+        host: str, port: int, token: str | None, allow_host: tuple[str, ...], as_json: bool) -> None:
     """Serve a tool profile over MCP (stdio by default) for Claude, Cursor & co.
 
-    Needs the MCP SDK: pip install "gitmem-vault[mcp]".  Every write is one
-    commit authored by --agent.
+    Over stdio gitmem answers by itself (start-up ~0.1 s); --http needs the
+    MCP SDK: pip install "gitmem-vault[mcp]".  Every write is one commit
+    authored by --agent.  Over HTTP, requests whose Host or Origin
+    header names another host are refused (DNS-rebinding protection).
 
     \b
     Example:
       gitmem mcp --vault ~/memory --profile gitmem --agent claude-desktop
       gitmem mcp --vault ~/memory --http --port 8765
+      GITMEM_MCP_TOKEN=... gitmem mcp --vault ~/memory --http --host 0.0.0.0 --allow-host box.lan
     """
-    from .mcp_server import require_sdk, serve_http, serve_stdio
+    from .errors import InvalidInput
     from .tools import Toolbox
+    if not use_http:
+        given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY
+                 if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise InvalidInput(f"{', '.join(given)}: only for the HTTP transport (--http)",
+                               hint="Add --http, or drop them to serve over stdio.")
+        # stdio is served by gitmem's own small server (no SDK import: initialize is answered
+        # in ~0.1 s of CPU); GITMEM_MCP_STDIO=sdk serves it with the SDK instead (a baseline).
+        sdk_stdio = os.environ.get("GITMEM_MCP_STDIO", "").strip().lower() == "sdk"
+        if sdk_stdio:
+            from .mcp_server import require_sdk
+            require_sdk()
+        if vault_path:
+            ctx.obj["vault_path"] = vault_path
+        box = Toolbox(open_vault(ctx), profile, agent=agent or ctx.obj.get("author") or "mcp-agent")
+        if sdk_stdio:
+            from .mcp_server import serve_stdio
+            serve_stdio(box)
+        else:
+            from .mcp_stdio import serve
+            serve(box)
+        return
+    from .mcp_server import check_exposure, require_sdk, serve_http
     require_sdk()
+    token = (token or "").strip() or None  # an empty GITMEM_MCP_TOKEN is no token
+    check_exposure(host, token)  # before the vault opens and anything binds
     if vault_path:
         ctx.obj["vault_path"] = vault_path
     vault = open_vault(ctx)
     box = Toolbox(vault, profile, agent=agent or ctx.obj.get("author") or "mcp-agent")
-    if use_http:
-        click.echo(f"gitmem MCP ({profile} tools) on http://{host}:{port}/mcp", err=True)
-        serve_http(box, host=host, port=port, token=token)
-    else:
-        serve_stdio(box)
+
+    def announce(url: str) -> None:
+        # Printed only once the socket listens, so a script that waits for it can connect at once.
+        if as_json:
+            click.echo(json.dumps({"url": url, "profile": profile, "token_required": bool(token)}))
+        else:
+            click.echo(f"gitmem MCP ({profile} tools) on {url}", err=True)
+
+    serve_http(box, host=host, port=port, token=token, allowed_hosts=allow_host, on_ready=announce)

@@ -7,8 +7,9 @@ with the key that is wrong.
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,17 @@ import yaml
 from .errors import InvalidMetadata, StorageError
 from .schema import DEFAULT_TIERS, MEMORY_TYPES
 
-__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "Identity", "DEFAULT_CONFIG_TEXT"]
+__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "Identity", "DEFAULT_CONFIG_TEXT",
+           "SAFETY_KEYS", "PIN_FILE", "safety_values", "weakened_settings", "read_pins", "write_pins",
+           "clear_pins", "pending_changes", "pin_entries"]
 
 CONFIG_NAME = ".gitmem.yaml"
+# Settings that guard the vault.  A sync never weakens them silently: the local
+# value stays in force (pinned) until a person accepts the change.
+SAFETY_KEYS = ("secrets", "protected_types", "max_content_bytes")
+# Under .git/gitmem/: the pinned values, per vault clone, never shared or committed.
+PIN_FILE = "config-pinned.json"
+_SECRETS_RANK = {"allow": 0, "redact": 1, "refuse": 2}
 
 DEFAULT_CONFIG_TEXT = """\
 # gitmem vault configuration. Edit freely; gitmem reads it on every open.
@@ -37,7 +46,7 @@ user:
   name: vault user
   email: user@localhost
 # Largest memory (frontmatter + body) accepted, in bytes.
-max_content_bytes: 1000000
+max_content_bytes: 4194304
 # Content that looks like a secret (API keys, tokens, private keys): refuse | redact | allow.
 secrets: refuse
 # MEMORY.md at the root: regenerated in every write commit, at most this many lines.
@@ -149,11 +158,14 @@ class VaultConfig:
     protected_types: tuple[str, ...] = ("goal", "rule", "constraint")
     author: Identity = Identity("gitmem", "gitmem@localhost")
     user: Identity = Identity("vault user", "user@localhost")
-    max_content_bytes: int = 1_000_000
+    # 4 MiB: room for 1,000,000 characters of any script (up to 4 bytes each) plus frontmatter.
+    max_content_bytes: int = 4_194_304
     memory_index: bool = True
     memory_index_lines: int = 200
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Safety settings held at their local value after a sync brought weaker ones.
+    pinned: tuple[str, ...] = ()
 
     @property
     def archive_tier(self) -> str:
@@ -166,19 +178,82 @@ class VaultConfig:
         return self.tiers[:-1]
 
     @classmethod
-    def load(cls, root: Path) -> "VaultConfig":
-        """Read ``root/.gitmem.yaml``; a missing file means all defaults."""
-        path = root / CONFIG_NAME
-        if not path.exists():
-            return cls()
+    def load(cls, root: Path, *, apply_pins: bool = True) -> "VaultConfig":
+        """Read ``root/.gitmem.yaml``; a missing file means all defaults.
+
+        With ``apply_pins`` (the default), safety settings a sync held back
+        (:func:`read_pins`) stay at their stronger local value."""
+        from . import safefs
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise StorageError(f"cannot read {CONFIG_NAME}: {exc}",
-                               hint="Fix the file or delete it to use the defaults.") from None
+            # A link in place of the file is never followed (the defaults, the strictest
+            # settings, apply; `gitmem doctor` lists the link).
+            raw = safefs.read_or_none(root, CONFIG_NAME)
+        except OSError as exc:
+            raise StorageError(f"cannot read {CONFIG_NAME}: {exc}") from None
+        if raw is None:
+            config = cls()
+        else:
+            try:
+                data = yaml.safe_load(raw.decode("utf-8")) or {}
+            except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+                raise StorageError(f"cannot read {CONFIG_NAME}: {exc}",
+                                   hint="Fix the file or delete it to use the defaults.") from None
+            config = cls.from_yaml_data(data)
+        if apply_pins:
+            pins = read_pins(root)
+            if pins:
+                config = config.with_pins(pins)
+        return config
+
+    @classmethod
+    def from_yaml_data(cls, data: Any) -> "VaultConfig":
+        """Validate the parsed YAML of a config file (any value: it may come from a remote)."""
         if not isinstance(data, dict):
             raise InvalidMetadata(f"{CONFIG_NAME} must be a mapping of settings")
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except (TypeError, ValueError, AttributeError) as exc:  # e.g. 'reflect: 5'
+            raise InvalidMetadata(f"{CONFIG_NAME} holds a setting of the wrong shape: {exc}") from None
+
+    @classmethod
+    def parse(cls, text: bytes | None) -> "VaultConfig":
+        """The config a ``.gitmem.yaml`` holding ``text`` means (None: no file, defaults).
+
+        Raises :class:`InvalidMetadata` for a file gitmem cannot use."""
+        if text is None:
+            return cls()
+        try:
+            data = yaml.safe_load(text.decode("utf-8")) or {}
+        except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+            raise InvalidMetadata(f"{CONFIG_NAME} is not valid YAML text: {exc}") from None
+        return cls.from_yaml_data(data)
+
+    def with_pins(self, pins: dict[str, Any]) -> "VaultConfig":
+        """This config with each pinned safety setting at the stronger of the
+        file's value and the pinned one (a stale pin never weakens anything)."""
+        kept: list[str] = []
+        changes: dict[str, Any] = {}
+        extra = dict(self.extra)
+        for key in SAFETY_KEYS:
+            if key not in pins:
+                continue
+            value = _clean_safety_value(key, pins[key])
+            if value is None:
+                continue
+            current = safety_values(self)[key]
+            if not _weaker(key, current, value):
+                continue  # the file is at least as strict: nothing to hold back
+            kept.append(key)
+            strongest = _strongest(key, current, value)
+            if key == "secrets":
+                extra["secrets"] = strongest
+            elif key == "protected_types":
+                changes["protected_types"] = tuple(strongest)
+            else:
+                changes["max_content_bytes"] = strongest
+        if not kept:
+            return self
+        return replace(self, extra=extra, pinned=tuple(kept), **changes)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "VaultConfig":
@@ -225,6 +300,134 @@ class VaultConfig:
                  "memory_index", "memory_index_lines", "dedup", "reflect"}
         kwargs["extra"] = {k: v for k, v in data.items() if k not in known}
         return cls(**kwargs)
+
+
+# ------------------------------------------------------------ safety pins
+def safety_values(config: VaultConfig) -> dict[str, Any]:
+    """The safety settings of ``config`` as plain values (``secrets`` as written,
+    ``refuse`` when unset; ``protected_types`` as a sorted list)."""
+    secrets = config.extra.get("secrets", "refuse")
+    if secrets is False:  # YAML 'off'
+        secrets = "allow"
+    return {"secrets": secrets if isinstance(secrets, str) else repr(secrets),
+            "protected_types": sorted(config.protected_types),
+            "max_content_bytes": config.max_content_bytes}
+
+
+def _weaker(key: str, new: Any, old: Any) -> bool:
+    """True if safety setting ``key`` at ``new`` protects less than at ``old``."""
+    if key == "secrets":
+        # An unknown policy counts as the weakest: it would break every write.
+        return _SECRETS_RANK.get(new, -1) < _SECRETS_RANK.get(old, -1)
+    if key == "protected_types":
+        return not set(old) <= set(new)
+    return int(new) > int(old)
+
+
+def _strongest(key: str, a: Any, b: Any) -> Any:
+    if key == "secrets":
+        return a if _SECRETS_RANK.get(a, -1) >= _SECRETS_RANK.get(b, -1) else b
+    if key == "protected_types":
+        return sorted(set(a) | set(b))
+    return min(int(a), int(b))
+
+
+def _clean_safety_value(key: str, value: Any) -> Any:
+    """A pinned value as read from the pin file, or None if it is unusable."""
+    if key == "secrets":
+        return value if value in _SECRETS_RANK else None
+    if key == "protected_types":
+        ok = isinstance(value, list) and all(isinstance(t, str) and t in MEMORY_TYPES for t in value)
+        return sorted(value) if ok else None
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1024
+    return value if ok else None
+
+
+def weakened_settings(current: VaultConfig, incoming: VaultConfig) -> dict[str, dict[str, Any]]:
+    """The safety settings ``incoming`` weakens compared with ``current``:
+    {key: {"kept": current value, "incoming": incoming value}}."""
+    now, new = safety_values(current), safety_values(incoming)
+    return {key: {"kept": now[key], "incoming": new[key]}
+            for key in SAFETY_KEYS if _weaker(key, new[key], now[key])}
+
+
+def _pin_path(root: Path) -> Path:
+    return root / ".git" / "gitmem" / PIN_FILE
+
+
+def read_pins(root: Path) -> dict[str, Any]:
+    """The pinned safety values of the vault at ``root`` ({key: value}; {} if none).
+
+    An unreadable pin file counts as no pins: it is gitmem's own state and is
+    only ever replaced atomically."""
+    try:
+        data = json.loads(_pin_path(root).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or not isinstance(data.get("settings"), dict):
+        return {}
+    out = {}
+    for key, entry in data["settings"].items():
+        if key in SAFETY_KEYS and isinstance(entry, dict) and "kept" in entry:
+            out[key] = entry["kept"]
+    return out
+
+
+def pin_entries(root: Path) -> dict[str, dict[str, Any]]:
+    """The pin file's entries: {key: {"kept", "incoming", "commit"}} ({} if none)."""
+    try:
+        data = json.loads(_pin_path(root).read_text(encoding="utf-8"))
+        settings = data["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {k: v for k, v in settings.items() if k in SAFETY_KEYS and isinstance(v, dict)} \
+        if isinstance(settings, dict) else {}
+
+
+def write_pins(root: Path, settings: dict[str, dict[str, Any]]) -> None:
+    """Replace the pin file with ``settings`` ({key: {"kept", "incoming", ...}});
+    an empty mapping removes it.  Written atomically (temp file + rename)."""
+    path = _pin_path(root)
+    if not settings:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from . import safefs
+    data = json.dumps({"settings": settings}, indent=2, sort_keys=True).encode("utf-8")
+    safefs.write_bytes(path.parent, path.name, data)
+
+
+def clear_pins(root: Path, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Drop the pins of ``keys`` (all when None); returns the entries removed."""
+    entries = pin_entries(root)
+    chosen = set(entries) if keys is None else set(keys) & set(entries)
+    removed = {k: entries.pop(k) for k in sorted(chosen)}
+    write_pins(root, entries)
+    return removed
+
+
+def pending_changes(root: Path) -> dict[str, dict[str, Any]]:
+    """Safety settings a sync held back and nobody has accepted yet, for
+    ``gitmem doctor`` and ``gitmem config show``: {key: {"kept": value in force,
+    "file": weaker value in .gitmem.yaml, "since": commit that brought it}}.
+
+    A pin the file no longer weakens is not listed (it has no effect)."""
+    entries = pin_entries(root)
+    if not entries:
+        return {}
+    try:
+        file_values = safety_values(VaultConfig.load(root, apply_pins=False))
+    except (InvalidMetadata, StorageError):
+        file_values = {}
+    out = {}
+    for key, entry in entries.items():
+        kept = _clean_safety_value(key, entry.get("kept"))
+        if kept is None:
+            continue
+        now = file_values.get(key, entry.get("incoming"))
+        if now is None or _weaker(key, now, kept):
+            out[key] = {"kept": kept, "file": now, "since": entry.get("commit")}
+    return out
 
 
 def env_author() -> Identity | None:

@@ -38,6 +38,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import safefs
 from .errors import InvalidInput
 from .markdown import parse_text
 from .schema import clean_metadata, derive
@@ -78,7 +79,8 @@ def diagnose(vault: "Vault", *, repair: bool = False) -> list[Finding]:
         vault.scan()
         return [_frontmatter(vault), _metadata(vault), _index(vault, repair), _worktree(vault),
                 _git_index(vault, repair), _temp_files(vault, repair), _fsck(vault), catalog,
-                locks, _recovery(vault), _secrets(vault), _memory_index(vault, repair)]
+                locks, _recovery(vault), _secrets(vault), _memory_index(vault, repair), _links(vault),
+                _held_config(vault)]
 
 
 def _frontmatter(vault: "Vault") -> Finding:
@@ -89,25 +91,43 @@ def _frontmatter(vault: "Vault") -> Finding:
 
 
 def _metadata(vault: "Vault") -> Finding:
+    """Parsed frontmatter with bad values (each named by its field), tiers that disagree
+    with the folder, duplicate ids.  Such files are read with safe defaults (see
+    :func:`gitmem.schema.sanitize_metadata`) and are never rewritten to fix them."""
     details: dict[str, str] = {}
     seen: dict[str, str] = {}
+    tiers = tuple(vault.config.tiers)
     for row in vault.catalog.all_rows():
-        if row.problem:
-            continue
-        parsed = parse_text((vault.root / row.path).read_text("utf-8", "replace"))
-        try:
-            clean_metadata(derive(row.path, parsed.meta, parsed.body, tiers=vault.config.tiers),
-                           tiers=vault.config.tiers)
-        except InvalidInput as exc:
-            details[row.path] = exc.message
-        written_tier, folder = parsed.meta.get("tier"), row.path.split("/", 1)[0]
-        if written_tier and written_tier != folder:
-            details.setdefault(row.path, f"frontmatter says tier {written_tier!r} but the file is in {folder}/")
+        found: list[str] = []
+        if not row.problem:  # unparseable files are the frontmatter check's
+            data = safefs.read_or_none(vault.root, row.path)
+            if data is None:
+                continue  # removed since the scan
+            try:
+                parsed = parse_text(data.decode("utf-8", "replace"))
+                problems: list[Any] = []
+                meta = derive(row.path, parsed.meta, parsed.body, tiers=tiers, problems=problems)
+                found = [str(p) for p in problems]
+                try:
+                    clean_metadata(meta, tiers=tiers)  # derive's output passes; a failure is a gitmem bug
+                except InvalidInput as exc:
+                    found.append(exc.message)
+                written_tier, folder = parsed.meta.get("tier"), row.path.split("/", 1)[0]
+                if (isinstance(written_tier, str) and written_tier and written_tier != folder
+                        and not any(f.startswith("tier:") for f in found)):
+                    found.append(f"tier: frontmatter says tier {written_tier[:60]!r} but the file "
+                                 f"is in {folder}/")
+            except Exception as exc:  # noqa: BLE001 - one odd file must not stop the doctor
+                found.append(f"could not be checked ({type(exc).__name__})")
         if row.id in seen:
-            details[row.path] = f"duplicate id {row.id} (also in {seen[row.id]})"
+            found.append(f"duplicate id {row.id} (also in {seen[row.id]})")
         seen.setdefault(row.id, row.path)
+        if found:
+            text = "; ".join(found)
+            details[row.path] = text if len(text) <= 1000 else text[:999] + "\u2026"
     return Finding("metadata", not details,
-                   f"{len(details)} file(s) with invalid metadata" if details else "metadata is valid",
+                   f"{len(details)} file(s) with invalid metadata (read with safe defaults; "
+                   "gitmem does not rewrite them)" if details else "metadata is valid",
                    sorted(details), details)
 
 
@@ -140,28 +160,57 @@ def _worktree(vault: "Vault") -> Finding:
 
 
 def _git_index(vault: "Vault", repair: bool) -> Finding:
+    """``.git/index`` against HEAD, and every blob it names must exist.
+
+    An index naming a blob that is gone (a purge or prune killed part-way) makes
+    ``git fsck`` report a missing blob and ``git status`` show ``AD``; the
+    per-path repair cannot fix that, so ``--repair`` rebuilds the whole index
+    from HEAD (:meth:`GitStore.rebuild_index_from_head`).
+    """
     vault.git.flush_index()
     head_files = vault.git.list_tree(vault.git.head())
     index = vault.git.repo.open_index()
+    missing = _index_missing_blobs(vault)
     off = sorted(path for path, sha in head_files.items()
                  if path.encode() not in index or index[path.encode()].sha != sha)
-    finding = Finding("git-index", not off,
-                      f".git/index disagrees with HEAD for {len(off)} file(s) (git status shows them)"
-                      if off else ".git/index matches HEAD", off)
-    if off and repair:
+    paths = sorted(set(off) | set(missing))
+    details = {path: f"names blob {sha}, which is not in the repository" for path, sha in missing.items()}
+    if missing:
+        summary = (f".git/index names {len(missing)} missing blob(s) (git fsck reports them, "
+                   "git status is wrong)")
+    elif off:
+        summary = f".git/index disagrees with HEAD for {len(off)} file(s) (git status shows them)"
+    else:
+        summary = ".git/index matches HEAD"
+    finding = Finding("git-index", not paths, summary, paths, details)
+    if paths and repair:
         try:
-            finding.repaired = vault.git.repair_index()
+            finding.repaired = (vault.git.rebuild_index_from_head() if missing
+                                else vault.git.repair_index())
         except Exception as exc:  # noqa: BLE001 - e.g. a running git command holds index.lock
             finding.summary += f" (not repaired: {type(exc).__name__}; is a git command running?)"
     return finding
 
 
+def _index_missing_blobs(vault: "Vault") -> dict[str, str]:
+    """Paths whose ``.git/index`` entry names a blob the object store does not have."""
+    store = vault.git.repo.object_store
+    missing: dict[str, str] = {}
+    for path, entry in vault.git.repo.open_index().iteritems():
+        sha = getattr(entry, "sha", None)  # a conflicted entry has stages, not one sha
+        if sha is None or (entry.mode & 0o170000) == 0o160000:  # a submodule names a commit
+            continue
+        if sha not in store:
+            missing[path.decode("utf-8", "surrogateescape")] = sha.decode()
+    return missing
+
+
 def _temp_files(vault: "Vault", repair: bool) -> Finding:
-    leftovers = []
-    for folder, dirs, files in os.walk(vault.root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        leftovers += [os.path.relpath(os.path.join(folder, f), vault.root)
-                      for f in files if ".gitmem-tmp-" in f]
+    leftovers = [name for name in safefs.listdir(vault.root, "") if safefs.TEMP_MARK in name]
+    for top in safefs.listdir(vault.root, ""):
+        if top != ".git" and safefs.is_dir(vault.root, top):
+            leftovers += [rel for rel, _ in safefs.walk_files(vault.root, top, skip_dir=lambda d: d == ".git")
+                          if safefs.TEMP_MARK in rel.rsplit("/", 1)[-1]]
     return _removable(vault, "temp-files", leftovers, "temp file(s) from interrupted writes",
                       "no leftover temp files", repair)
 
@@ -172,7 +221,13 @@ def _removable(vault: "Vault", check: str, rels: list[str], problem: str, fine: 
     finding = Finding(check, not rels, f"{len(rels)} {problem}" if rels else fine, sorted(rels))
     if rels and repair:
         for rel in rels:
-            (vault.root / rel).unlink(missing_ok=True)
+            if rel.startswith(".git/"):  # git's own lock files, outside the work tree
+                (vault.root / rel).unlink(missing_ok=True)
+                continue
+            try:
+                safefs.remove(vault.root, rel, prune=False)
+            except InvalidInput:  # a link planted on the way: never followed
+                continue
         finding.repaired = sorted(rels)
     return finding
 
@@ -288,17 +343,37 @@ def _secrets(vault: "Vault") -> Finding:
         return Finding("secrets", True, "not checked (secrets: allow in .gitmem.yaml)")
     details: dict[str, str] = {}
     for row in vault.catalog.all_rows():
-        try:
-            text = (vault.root / row.path).read_text("utf-8", "replace")
-        except OSError:
+        data = safefs.read_or_none(vault.root, row.path)
+        if data is None:
             continue
-        found = scan_text(text)
+        found = scan_text(data.decode("utf-8", "replace"))
         if found:
             details[row.path] = ", ".join(sorted({f.kind for f in found}))
     return Finding("secrets", not details,
                    f"{len(details)} memory file(s) look like they contain a secret (redact them; "
                    "'gitmem purge ID' removes one from history)" if details
                    else "no secrets found in memory files", sorted(details), details)
+
+
+def _links(vault: "Vault") -> Finding:
+    """Symbolic links in the tier folders (or as MEMORY.md / .gitmem.yaml): refused,
+    never read, followed or committed."""
+    links = vault.refused_links()
+    return Finding("links", not links,
+                   f"{len(links)} symbolic link(s) or non-UTF-8 file name(s) refused: gitmem never reads, "
+                   "follows or commits them (replace each link with a real file or folder; rename the "
+                   "file)" if links
+                   else "no symbolic links in the vault", links)
+
+
+def _held_config(vault: "Vault") -> Finding:
+    """Safety settings a sync brought in weaker form and that nobody accepted yet."""
+    held = vault.pending_config()
+    details = {key: f"kept {entry['kept']!r}; .gitmem.yaml says {entry['file']!r}"
+               for key, entry in held.items()}
+    return Finding("config", not held,
+                   f"{len(held)} weaker safety setting(s) from a sync held back: review them, then "
+                   "'gitmem config accept'" if held else "no safety settings held back", sorted(held), details)
 
 
 def _memory_index(vault: "Vault", repair: bool) -> Finding:
@@ -308,10 +383,7 @@ def _memory_index(vault: "Vault", repair: bool) -> Finding:
     want = vault.render_memory_index()
     head = vault.git.head()
     committed = vault.git.read_at(head, MEMORY_INDEX) if head else None
-    try:
-        on_disk: bytes | None = (vault.root / MEMORY_INDEX).read_bytes()
-    except OSError:
-        on_disk = None
+    on_disk = safefs.read_or_none(vault.root, MEMORY_INDEX)
     if committed == want and on_disk == want:
         return Finding("memory-index", True, "MEMORY.md is up to date")
     finding = Finding("memory-index", False, "MEMORY.md does not match the memories "

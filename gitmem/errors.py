@@ -27,6 +27,7 @@ __all__ = [
     "GitmemError",
     "InvalidInput",
     "InvalidPath",
+    "UnsafePath",
     "InvalidTitle",
     "InvalidMetadata",
     "InvalidContent",
@@ -45,6 +46,7 @@ __all__ = [
     "VaultClosed",
     "SecretDetected",
     "SyncError",
+    "UnsafeRemoteTree",
 ]
 
 
@@ -90,6 +92,15 @@ class InvalidPath(InvalidInput):
     code = "invalid_path"
     default_hint = ("Use a relative path inside the vault such as "
                     "'long_term/editor-preferences.md'.")
+
+
+class UnsafePath(InvalidPath):
+    """A path that reaches a symbolic link, or a tree entry gitmem will not write
+    (a link or a submodule): gitmem never follows links inside the vault."""
+
+    code = "unsafe_path"
+    default_hint = ("gitmem never reads, writes or commits through symbolic links in the vault; "
+                    "replace the link with a real file or folder ('gitmem doctor' lists them).")
 
 
 class InvalidTitle(InvalidInput):
@@ -203,6 +214,18 @@ class SyncError(GitmemError):
 
     code = "sync_error"
     exit_code = 1
+
+
+class UnsafeRemoteTree(SyncError):
+    """A remote's commits hold a tree entry gitmem will not write to the work tree
+    (``..``, ``.git``, a name with ``/``, a symbolic link, a submodule ...).
+
+    Nothing was written and HEAD did not move; ``details["entry"]`` names it."""
+
+    code = "unsafe_remote_tree"
+    exit_code = 2
+    default_hint = ("The remote holds a file gitmem will not write into a vault. Remove it on the "
+                    "remote (with git), then sync again.")
 
 
 class VaultClosed(GitmemError):

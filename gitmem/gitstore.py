@@ -25,7 +25,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterator, Sequence
+from typing import TYPE_CHECKING, Collection, Iterator, Sequence
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -33,11 +33,15 @@ from dulwich.index import index_entry_from_stat
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
+from . import safefs
 from .config import Identity
-from .errors import Conflict, NotAVault, RevisionNotFound, StorageError
+from .errors import Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
 from .recovery import PendingObjects, begin_write, end_write, index_writing
 
-__all__ = ["GitStore", "FileChange", "CommitInfo", "atomic_write", "PathChange", "blob_id"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .checks import Origin, WriteChecks
+
+__all__ = ["GitStore", "FileChange", "CommitInfo", "PathChange", "blob_id"]
 
 FILE_MODE = 0o100644
 BRANCH = b"refs/heads/main"
@@ -86,27 +90,14 @@ def blob_id(data: bytes) -> str:
     return Blob.from_string(data).id.decode()
 
 
-def atomic_write(path: Path, data: bytes) -> os.stat_result:
-    """Replace ``path`` with ``data`` atomically and durably; return its stat."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.gitmem-tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return os.stat(path)
-
-
 class GitStore:
     """The vault's git repository: reading trees and blobs, making commits."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, checks: "WriteChecks | None" = None) -> None:
         self.root = root
+        # Run on every commit and fast-forward before any object is stored (gitmem.checks);
+        # the path gate itself (safefs) applies even without them.
+        self.checks = checks
         try:
             self.repo = Repo(str(root))
         except NotGitRepository:
@@ -256,7 +247,7 @@ class GitStore:
     def commit_files(self, changes: Sequence[FileChange], message: str, author: Identity,
                      when: float | None = None, committer: Identity | None = None,
                      write_worktree: bool = True, merge_parents: Sequence[bytes] = (),
-                     generated: Collection[str] = ()) -> bytes:
+                     generated: Collection[str] = (), origin: "Origin" = "agent") -> bytes:
         """Write ``changes`` to the working tree and commit them as one commit.
 
         With ``write_worktree=False`` the files are committed as they are on
@@ -264,12 +255,19 @@ class GitStore:
         ``generated`` paths (MEMORY.md), which are always written.  ``merge_parents``
         makes a merge commit (sync): HEAD stays the first parent.
 
+        ``origin`` says who made the content (``agent``: gitmem's own writes;
+        ``person``: files edited outside gitmem; ``remote``: a sync) for the write
+        checks (:mod:`gitmem.checks`), which run before any object is stored.
+
         Caller holds the vault lock.  Returns the new commit sha.  On any
         failure the working tree is restored and the error re-raised as
         :class:`StorageError` (or :class:`Conflict` if HEAD moved under us).
         """
         repo = self.repo
         parent = self.head()
+        if self.checks is not None:
+            changes = self.checks.prepare(changes, generated)
+        self._check(changes, origin, parent, generated)
         store = repo.object_store
         pending = PendingObjects(store)  # stored only once the journal names them (recovery.py)
         tree_changes_list: list[tuple[bytes, int | None, bytes | None]] = []
@@ -305,14 +303,13 @@ class GitStore:
         begin_write(self, ref, parent, commit.id, changes, writes, pending.new_ids())
         pending.write()  # blobs, trees, then the commit: a stored commit means all are stored
         try:
-            applied = iter(self._apply_to_worktree([c for c, w in zip(changes, writes) if w]))
+            applied = iter(self._apply_to_worktree([c for c, w in zip(changes, writes) if w], generated))
         except StorageError:  # the files were put back: this write did not happen
             end_write(self)
             raise
         # One (path, old bytes, new stat) per change, in order (_queue_index zips them).
         backups = [next(applied) if w else
-                   (self.root / c.path, None,
-                    _stat_or_none(self.root / c.path) if c.data is not None else None)
+                   (c.path, None, _lstat_or_none(self.root, c.path) if c.data is not None else None)
                    for c, w in zip(changes, writes)]
         try:
             reflog = f"commit: {message.splitlines()[0]}".encode("utf-8")
@@ -338,10 +335,11 @@ class GitStore:
     def fast_forward(self, old: bytes, new: bytes, changes: Sequence[FileChange], reason: str) -> None:
         """Move the branch from ``old`` to its descendant ``new`` (sync).
 
-        ``changes`` are the files that differ between the two commits; they are
-        written to the working tree first and put back if the ref moved
-        meanwhile.  Caller holds the vault lock.
+        ``changes`` are the files that differ between the two commits; they pass
+        the write checks (origin ``remote``), are written to the working tree and
+        put back if the ref moved meanwhile.  Caller holds the vault lock.
         """
+        self._check(changes, "remote", old, ())
         # Journaled like a commit: a writer killed between the files and the ref move
         # is rolled forward by the next lock holder (see recovery.py).
         begin_write(self, self.head_ref(), old, new, changes, [True] * len(changes))
@@ -362,39 +360,70 @@ class GitStore:
         blob_ids = [None if c.data is None else Blob.from_string(c.data).id for c in changes]
         self._queue_index(changes, blob_ids, backups)
 
-    def _apply_to_worktree(self, changes: Sequence[FileChange]) -> list[tuple[Path, bytes | None, os.stat_result | None]]:
-        """Write files; return (path, old bytes or None, new stat) for rollback."""
-        done: list[tuple[Path, bytes | None, os.stat_result | None]] = []
+    def _check(self, changes: Sequence[FileChange], origin: "Origin", parent: bytes | None,
+               generated: Collection[str]) -> None:
+        """The path gate on every change, then the vault's write checks."""
+        for change in changes:
+            safefs.split_checked(change.path)
+        if self.checks is not None:
+            self.checks(self, changes, origin, parent, generated)
+
+    def has_blob_of(self, data: bytes) -> bool:
+        """True if the repository already stores a blob with exactly ``data``."""
+        return Blob.from_string(data).id in self.repo.object_store
+
+    def names_in(self, commit_sha: bytes | None, folder: str) -> list[str]:
+        """The entry names of ``folder`` (vault-relative, "" for the root) at a commit."""
+        tree_id = self.tree_of(commit_sha)
+        if tree_id is None:
+            return []
+        store = self.repo.object_store
+        tree = store[tree_id]
+        for part in [p for p in folder.split("/") if p]:
+            try:
+                mode, sha = tree[part.encode("utf-8")]
+            except KeyError:
+                return []
+            if not stat.S_ISDIR(mode):
+                return []
+            tree = store[sha]
+        return [entry.path.decode("utf-8", "replace") for entry in tree.iteritems()]
+
+    def _apply_to_worktree(self, changes: Sequence[FileChange], generated: Collection[str] = ()
+                           ) -> list[tuple[str, bytes | None, os.stat_result | None]]:
+        """Write files (never through a link: a link in place of a ``generated`` file is
+        replaced by the file); return (path, old bytes or None, new stat) for rollback."""
+        done: list[tuple[str, bytes | None, os.stat_result | None]] = []
         try:
             for change in changes:
-                target = self.root / change.path
-                old = target.read_bytes() if target.is_file() else None
+                old = safefs.read_or_none(self.root, change.path)
                 if change.data is None:
-                    if target.exists():
-                        target.unlink()
-                        _prune_empty_dirs(target.parent, self.root)
-                    done.append((target, old, None))
+                    safefs.remove(self.root, change.path)
+                    done.append((change.path, old, None))
                 else:
-                    done.append((target, old, atomic_write(target, change.data)))
+                    done.append((change.path, old, safefs.write_bytes(
+                        self.root, change.path, change.data, replace_link=change.path in generated)))
         except OSError as exc:
             self._restore_worktree(done)
             raise StorageError(f"could not write {exc.filename or 'a file'}: {exc.strerror}") from exc
+        except BaseException:
+            self._restore_worktree(done)
+            raise
         return done
 
-    def _restore_worktree(self, backups: list[tuple[Path, bytes | None, os.stat_result | None]]) -> None:
-        for target, old, _ in reversed(backups):
+    def _restore_worktree(self, backups: list[tuple[str, bytes | None, os.stat_result | None]]) -> None:
+        for rel, old, _ in reversed(backups):
             try:
                 if old is None:
-                    target.unlink(missing_ok=True)
-                    _prune_empty_dirs(target.parent, self.root)
+                    safefs.remove(self.root, rel)
                 else:
-                    atomic_write(target, old)
-            except OSError:  # pragma: no cover - best effort; doctor --repair fixes
+                    safefs.write_bytes(self.root, rel, old)
+            except (OSError, GitmemError):  # pragma: no cover - best effort; doctor --repair fixes
                 pass
 
     # ------------------------------------------------------------ .git/index
     def _queue_index(self, changes: Sequence[FileChange], blob_ids: list[bytes | None],
-                     done: list[tuple[Path, bytes | None, os.stat_result | None]]) -> None:
+                     done: list[tuple[str, bytes | None, os.stat_result | None]]) -> None:
         for change, sha, (_, _, st) in zip(changes, blob_ids, done):
             key = change.path.encode("utf-8")
             self._pending_index[key] = None if sha is None or st is None else (sha, st)
@@ -441,14 +470,12 @@ class GitStore:
             return value
         if current is None:
             return None
-        full = self.root / path.decode("utf-8")
-        st = _stat_or_none(full)
-        if st is None:
+        rel = path.decode("utf-8")
+        st = _lstat_or_none(self.root, rel)
+        if st is None or not stat.S_ISREG(st.st_mode):
             return None
-        try:
-            same = Blob.from_string(full.read_bytes()).id == current
-        except OSError:
-            same = False
+        data = safefs.read_or_none(self.root, rel)
+        same = data is not None and Blob.from_string(data).id == current
         if not same:   # a stat git cannot trust, so `git status` compares the content
             st = os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid,
                                  st.st_gid, st.st_size, 0, 0, 0))
@@ -488,19 +515,19 @@ class GitStore:
         fixed: list[str] = []
         for path_b in list(index):
             path = path_b.decode("utf-8", "surrogateescape")
-            if path not in head_files and not (self.root / path).exists():
+            if path not in head_files and _lstat_or_none(self.root, path) is None:
                 del index[path_b]
                 fixed.append(path)
         for path, sha in head_files.items():
             key = path.encode("utf-8")
             current = index[key].sha if key in index else None
-            target = self.root / path
-            if not target.is_file():
+            st = _lstat_or_none(self.root, path)
+            if st is None or not stat.S_ISREG(st.st_mode):
                 continue
-            st = target.stat()
             if current == sha and index[key].size == st.st_size and _same_mtime(index[key], st):
                 continue
-            if Blob.from_string(target.read_bytes()).id == sha:
+            data = safefs.read_or_none(self.root, path)
+            if data is not None and Blob.from_string(data).id == sha:
                 index[key] = index_entry_from_stat(st, sha, FILE_MODE)
                 fixed.append(path)
         if fixed:
@@ -509,11 +536,60 @@ class GitStore:
         (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
         return fixed
 
+    def rebuild_index_from_head(self) -> list[str]:
+        """Write a new ``.git/index`` holding exactly HEAD's files; return the paths whose
+        entry changed (added, removed, or naming another blob or mode).
 
-def _stat_or_none(path: Path) -> os.stat_result | None:
+        For an index :meth:`repair_index` cannot fix, because it keeps entries:
+        one naming blobs that no longer exist (a purge or prune killed part-way),
+        which ``git fsck`` reports as missing and ``git status`` shows as ``AD``.
+        Each entry gets the working-tree file's stat when the file holds exactly
+        HEAD's content (so ``git status`` trusts it), else a stat with no times,
+        which makes git compare the content.  Staged changes not in HEAD are
+        dropped from the index (the files on disk stay).  Caller holds the vault lock.
+        """
+        from dulwich.index import Index
+        try:
+            old = {path: (entry.sha, entry.mode) for path, entry in self.repo.open_index().iteritems()
+                   if hasattr(entry, "sha")}
+        except Exception:  # noqa: BLE001 - an unreadable index is replaced all the same
+            old = {}
+        index = Index(self.repo.index_path(), read=False)
+        tree = self.tree_of(self.head())
+        entries = [] if tree is None else list(self.repo.object_store.iter_tree_contents(tree))
+        for entry in entries:
+            if not (stat.S_ISREG(entry.mode) or stat.S_ISLNK(entry.mode)):
+                continue  # submodules (gitlinks) are not vault content
+            rel = entry.path.decode("utf-8", "surrogateescape")
+            try:  # through the path gate: a link on the way is never followed
+                st: os.stat_result | None = safefs.lstat(self.root, rel)
+            except (OSError, GitmemError):
+                st = None
+            same = False
+            if st is not None:
+                try:
+                    data = (os.readlink(self.root / rel).encode("utf-8", "surrogateescape")
+                            if stat.S_ISLNK(st.st_mode) else safefs.read_bytes(self.root, rel))
+                    same = Blob.from_string(data).id == entry.sha
+                except (OSError, GitmemError):
+                    same = False
+            if st is None or not same:  # no times: git re-reads the file instead of trusting it
+                st = os.stat_result((entry.mode, 0, 0, 0, 0, 0, st.st_size if st else 0, 0, 0, 0))
+            index[entry.path] = index_entry_from_stat(st, entry.sha, entry.mode)
+        new = {path: (e.sha, e.mode) for path, e in index.iteritems()}
+        changed = sorted(p.decode("utf-8", "surrogateescape") for p in set(old) | set(new)
+                         if old.get(p) != new.get(p))
+        with index_writing(self):
+            index.write()
+        self._pending_index.clear()  # what this process committed is in HEAD, hence in the index
+        (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
+        return changed
+
+
+def _lstat_or_none(root: Path, rel: str) -> os.stat_result | None:
     try:
-        return path.stat()
-    except OSError:
+        return safefs.lstat(root, rel)
+    except (OSError, GitmemError):
         return None
 
 
@@ -563,12 +639,3 @@ def _same_mtime(entry: object, st: os.stat_result) -> bool:
         return mtime[0] == int(st.st_mtime) and mtime[1] == st.st_mtime_ns % 1_000_000_000
     return mtime == st.st_mtime
 
-
-def _prune_empty_dirs(folder: Path, root: Path) -> None:
-    """Remove now-empty bucket folders up to (not including) the tier folder."""
-    while folder != root and folder.parent != root:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent

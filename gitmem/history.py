@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .catalog import Touch, id_from_blob
 from .errors import InvalidInput, NotFound, RevisionNotFound
+from . import safefs
 from .gitstore import FileChange
 from .markdown import decode, parse_text
 from .schema import Memory, iso_now, normalize_timestamp, path_id
@@ -182,8 +183,8 @@ class HistoryMixin:
         if new is None:
             try:
                 current = self.get(memory_id)
-                new_path, new_text = current.path, decode((self.root / current.path).read_bytes())
-            except NotFound:
+                new_path, new_text = current.path, decode(safefs.read_bytes(self.root, current.path))
+            except (NotFound, FileNotFoundError):
                 new_path, new_text = "/dev/null", ""
         else:
             later = self.show_at(memory_id, new)
@@ -215,7 +216,7 @@ class HistoryMixin:
             if current is not None:
                 self._guard(current, force, "overwrite")
             target = old.path
-            if (current is None or current.path != target) and (self.root / target).exists():
+            if (current is None or current.path != target) and safefs.lstat(self.root, target) is not None:
                 raise RevisionNotFound(f"cannot restore to {target}: another file is there now")
             raw = self.git.read_at(old.commit.encode(), old.path) or b""
             parsed = parse_text(decode(raw))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 
 from .catalog import id_from_blob
 from .errors import InvalidInput
+from . import safefs
 from .gitstore import FileChange, blob_id
 from .markdown import memory_links
 from .schema import path_id
@@ -86,10 +87,11 @@ class IndexMixin:
     def _docs_for(self: "Vault", paths: Iterable[str]) -> Iterator["IndexDoc"]:
         for path in paths:
             try:
-                data = (self.root / path).read_bytes()
-            except (FileNotFoundError, IsADirectoryError, PermissionError):
+                data = safefs.read_or_none(self.root, path)
+            except PermissionError:
                 continue
-            yield self._doc(self._read_file(path, data), blob_id(data))
+            if data is not None:
+                yield self._doc(self._read_file(path, data), blob_id(data))
 
     def _rebuild(self: "Vault", index: "SearchIndex",
                  progress: Callable[[int], None] | None = None) -> int:
@@ -224,11 +226,14 @@ class IndexMixin:
         changes = []
         for path in sorted(candidates):
             if path in hashes and hashes[path] != head_files.get(path):
-                try:
-                    changes.append(FileChange(path, (self.root / path).read_bytes()))
-                except FileNotFoundError:
+                data = safefs.read_or_none(self.root, path)
+                if data is not None:
+                    changes.append(FileChange(path, data))
+                elif not safefs.is_symlink_on_the_way(self.root, path):
                     changes.append(FileChange(path, None))
-            elif path not in hashes and path in head_files and not (self.root / path).exists():
+            elif (path not in hashes and path in head_files
+                  and not safefs.is_symlink_on_the_way(self.root, path)
+                  and safefs.lstat(self.root, path) is None):
                 changes.append(FileChange(path, None))
         return changes
 
@@ -241,6 +246,12 @@ class IndexMixin:
         """
         with self.lock.hold():
             changes = self.outside_changes(paths)
+            # A file the write checks refuse (a secret, a name clash) stays on disk
+            # uncommitted and is reported; the others are committed.
+            refused = self.git.checks.refusals(self.git, changes, "person", self.git.head()) \
+                if self.git.checks is not None else {}
+            self.outside_refused = {path: exc.message for path, exc in refused.items()}
+            changes = [c for c in changes if c.path not in refused]
             if not changes:
                 return None
             touched = []
@@ -262,7 +273,7 @@ class IndexMixin:
                 for c in changes)
             who = self._author(author) if author else self.config.user
             done = self._commit(changes, subject, "edit", touched, author=who, body=listing,
-                                write_worktree=False)
+                                write_worktree=False, origin="person")
         return done.sha
 
 

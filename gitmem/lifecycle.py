@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
 
 from .catalog import FileRow, gist
 from .config import Identity
 from .errors import InvalidInput
+from . import safefs
 from .gitstore import FileChange
 from .markdown import split_body
 from .paths import memory_relpath
 from .schema import Memory, clean_metadata, new_id, normalize_timestamp, ordered, validate_title
-from .similarity import content_key, similarity, sketch
+from .similarity import content_key, differences, similarity, sketch
 
 if TYPE_CHECKING:  # pragma: no cover
     from .markdown import ParsedFile
@@ -49,8 +50,9 @@ def title_from_content(content: str) -> str:
 class WriteResult:
     """What :meth:`LifecycleMixin.write` did: ``status`` is ``created``, ``skipped``
     (an identical or near-identical memory, or the same ``external_write_id``,
-    already exists: no commit) or ``superseded`` (created, and it supersedes the
-    near-duplicate ``superseded``)."""
+    already exists: no commit), ``superseded`` (created, and it supersedes the
+    near-duplicate ``superseded``) or ``updated`` (an upsert by
+    ``external_write_id`` changed the memory ``duplicate_of``: one commit)."""
 
     status: str
     memory: Memory
@@ -150,6 +152,15 @@ def _without_title_heading(body: str, title: str) -> str:
     return text
 
 
+def _merge_part(memory: Memory) -> str:
+    """A source's text in a merged body: under its title as a heading, unless the title
+    is only its first line (a title made from the content), which would say it twice."""
+    text = memory.body.strip()
+    if not text or title_from_content(text) == memory.title:
+        return text or f"## {memory.title}"
+    return f"## {memory.title}\n\n{text}"
+
+
 def _date(meta: dict[str, Any]) -> str:
     return str(meta.get("created") or meta.get("updated") or "")[:10]
 
@@ -171,22 +182,35 @@ class LifecycleMixin:
     """Lifecycle methods of the Vault."""
 
     # ------------------------------------------------------------ writing
-    def write(self: "Vault", content: str, *, title: str | None = None, type: str = "memory",
+    def write(self: "Vault", content: str, *, title: str | None = None, type: str | None = None,
               tier: str | None = None, tags: Sequence[str] | None = None, dedup: bool | str = False,
-              external_write_id: str | None = None, author: str | Identity | None = None,
+              external_write_id: str | None = None, upsert: bool = False,
+              allow_protected: Collection[str] = (), default_type: str = "memory",
+              author: str | Identity | None = None,
               force: bool = False, **fields: Any) -> WriteResult:
-        """Create a memory unless it is already there (seed 002/003's add/write).
+        """Create a memory unless it is already there (an agent's add/write).
 
         * ``external_write_id``: the same key twice returns the first memory
-          (``skipped``, no commit) - an idempotent retry.
+          (``skipped``, no commit) - an idempotent retry.  With ``upsert=True``
+          the key names the memory to keep current instead: different content
+          (or other given fields) updates it (``updated``, one commit, a new
+          version); the same content is ``skipped``.
         * ``dedup="exact"``: only a memory with the same normalised content, type
-          and scope is returned as ``skipped`` (seed 002's content hash).
+          and scope is returned as ``skipped`` (a content-hash check).
         * ``dedup=True``: the same exact check; then the most similar active
           memory of that type and scope (local word similarity) decides: at or
           above ``dedup.skip`` (0.92) ``skipped``, at or above ``dedup.supersede``
           (0.80) the new memory supersedes it (``superseded``), else ``created``.
-          A protected near-duplicate is never superseded by dedup.
+          A text that differs in word order, numbers or negation
+          (:func:`~gitmem.similarity.differences`) is never skipped.  A protected
+          near-duplicate is never superseded by dedup.
         * ``supersedes=<id>`` (a correction) supersedes that memory explicitly.
+        * ``allow_protected``: protected types this write may nevertheless
+          supersede (explicitly or by dedup) or update (upsert), as if ``force``
+          were given for memories of those types only (a tool profile whose
+          contract lets agents maintain them).
+        * ``type``: a new memory's type (``default_type``, ``memory``, when not
+          given); an upsert keeps the stored type unless one is given.
 
         Other keywords are frontmatter fields, as for :meth:`Vault.add`.
         """
@@ -195,59 +219,109 @@ class LifecycleMixin:
         if external_write_id is not None and (not isinstance(external_write_id, str)
                                               or not external_write_id.strip()):
             raise InvalidInput("external_write_id must be non-empty text")
-        title = title_from_content(content) if title is None else validate_title(title)
+        if dedup not in (True, False, "exact"):
+            raise InvalidInput("dedup must be true, false or 'exact'")
+        given_title = None if title is None else validate_title(title)
+        title = given_title or title_from_content(content)
+        kind = type or default_type
         scope = fields.get("scope")
+        allowed = frozenset(allow_protected)
         with self.lock.hold():
             self._ensure_scanned()
             if external_write_id:
                 rows = self.catalog.by_external_id(external_write_id.strip())
                 if rows:
-                    return WriteResult("skipped", self.get(rows[0].path), duplicate_of=rows[0].id,
+                    current = self.get(rows[0].path)
+                    if upsert:
+                        return self._upsert(current, content, given_title, type, tags, fields,
+                                            author, force or current.type in allowed)
+                    return WriteResult("skipped", current, duplicate_of=rows[0].id,
                                        reason="external_write_id")
             supersede: list[str] = []
-            best: tuple[float, FileRow] | None = None
-            if dedup not in (True, False, "exact"):
-                raise InvalidInput("dedup must be true, false or 'exact'")
+            best: tuple[float, FileRow, list[str]] | None = None
             if dedup:
-                same = self.catalog.by_content_key(content_key(content or title, type, scope))
+                same = self.catalog.by_content_key(content_key(content or title, kind, scope))
                 if same:
                     return WriteResult("skipped", self.get(same[0].path), duplicate_of=same[0].id,
                                        similarity=1.0, reason="identical")
-                best = self._most_similar(content, title, type, scope) if dedup is True else None
+                best = self._most_similar(content, title, kind, scope) if dedup is True else None
                 settings = self.config.lifecycle
-                if best and best[0] >= settings.skip_above:
+                # A reordering, another number or a negation is a different fact: at most
+                # a supersede (the old text stays readable), never a silent skip.
+                if best and best[0] >= settings.skip_above and not best[2]:
                     return WriteResult("skipped", self.get(best[1].path), duplicate_of=best[1].id,
                                        similarity=best[0], reason="similar")
+                other_type = best[1].meta.get("type") if best else None
                 if (best and best[0] >= settings.supersede_above
-                        and best[1].meta.get("type") not in self.config.protected_types):
+                        and (other_type not in self.config.protected_types or other_type in allowed)):
                     supersede = [best[1].id]
             if supersede:
                 related = list(fields.pop("related", None) or [])
                 related.append({"id": supersede[0], "relation": "supersedes"})
                 fields["related"] = related
-            memory = self.add(title, content, type=type, tier=tier, tags=tags, author=author,
-                              force=force, external_write_id=external_write_id, **fields)
+            memory = self.add(title, content, type=kind, tier=tier, tags=tags, author=author,
+                              force=force or self._may_supersede(fields, allowed),
+                              external_write_id=external_write_id, **fields)
         if supersede:
             return WriteResult("superseded", memory, duplicate_of=supersede[0], superseded=supersede,
                                similarity=best[0] if best else None, reason="similar")
         return WriteResult("created", memory, similarity=best[0] if best else None)
 
+    def _may_supersede(self: "Vault", fields: dict[str, Any], allowed: frozenset[str]) -> bool:
+        """Whether every protected memory a new memory's fields supersede is of an ``allowed``
+        type (then the add may touch them; otherwise :meth:`Vault.add` refuses as usual)."""
+        if not allowed:
+            return False
+        refs = [fields["supersedes"]] if fields.get("supersedes") else []
+        refs += [r.get("id") for r in fields.get("related") or []
+                 if isinstance(r, dict) and r.get("relation") == "supersedes"]
+        targets = []
+        for ref in refs:
+            if not isinstance(ref, str):
+                return False  # add() reports the bad reference
+            targets.append(self._current(ref)[0])
+        return bool(targets) and all(not self._protected(m) or m.type in allowed for m in targets)
+
+    def _upsert(self: "Vault", current: Memory, content: str, title: str | None, type_: str | None,
+                tags: Sequence[str] | None, fields: dict[str, Any], author: str | Identity | None,
+                force: bool) -> WriteResult:
+        """Bring the memory an external write id names up to date (``updated``), or
+        ``skipped`` when it already holds this content and these fields."""
+        if title is None and current.title == title_from_content(current.body):
+            title = title_from_content(content)  # a title made from the old text follows the text
+        meta = {k: v for k, v in fields.items() if v is not None}
+        if type_ is not None:
+            meta["type"] = type_
+        wanted = dict(current.meta, **meta)
+        if title is not None:
+            wanted["title"] = title
+        if tags is not None:
+            wanted["tags"] = list(tags)
+        wanted = ordered(clean_metadata(wanted, tiers=self.config.tiers))
+        same_body = current.body.strip() == content.strip()
+        if same_body and wanted == current.meta:
+            return WriteResult("skipped", current, duplicate_of=current.id, reason="external_write_id")
+        memory = self.update(current.path, body=None if same_body else content, title=title, tags=tags,
+                             meta=meta or None, force=force, author=author)
+        return WriteResult("updated", memory, duplicate_of=current.id, reason="external_write_id")
+
     def _most_similar(self: "Vault", content: str, title: str, type_: str,
-                      scope: str | None) -> tuple[float, FileRow] | None:
-        """The active memory of this type and scope most similar to ``content``."""
-        best: tuple[float, str] | None = None
+                      scope: str | None) -> tuple[float, FileRow, list[str]] | None:
+        """The active memory of this type and scope most similar to ``content``: its score,
+        its row and the :func:`~gitmem.similarity.differences` between the two texts."""
+        best: tuple[float, str, str] | None = None
         for path, _ in self.catalog.similar_candidates(
                 sketch(f"{title}\n{content}"), type=type_, scope=scope,
                 exclude_tier=self.config.archive_tier):
-            try:
-                other = split_body((self.root / path).read_text("utf-8", "replace"))
-            except OSError:
+            data = safefs.read_or_none(self.root, path)
+            if data is None:
                 continue
+            other = split_body(data.decode("utf-8", "replace"))
             score = similarity(content or title, other)
             if best is None or score > best[0]:
-                best = (score, path)
+                best = (score, path, other)
         row = self.catalog.row(best[1]) if best else None
-        return (best[0], row) if best and row else None
+        return (best[0], row, differences(content or title, best[2])) if best and row else None
 
     # ---------------------------------------------------- protected context
     def protected_context(self: "Vault") -> ProtectedContext:
@@ -478,7 +552,8 @@ class LifecycleMixin:
               author: str | Identity | None = None) -> MergeResult:
         """Merge memories into a new one (one commit).
 
-        Content is ``content`` or the sources concatenated; tags are unioned;
+        Content is ``content`` or the sources concatenated (each under a
+        ``## title`` heading unless its title is just its first line); tags are unioned;
         the highest importance and strength are kept; sources are archived with
         ``merged_into``; every ``related`` link that pointed at a source now
         points at the merged memory.
@@ -491,8 +566,7 @@ class LifecycleMixin:
             if len(sources) < 2:
                 raise InvalidInput("merge needs at least two different memories")
             mems = [m for m, _ in sources]
-            body = content if content is not None else "\n\n".join(
-                f"## {m.title}\n\n{m.body.strip()}" for m in mems) + "\n"
+            body = content if content is not None else "\n\n".join(_merge_part(m) for m in mems) + "\n"
             title = title or mems[0].title
             changes, touched, rel, repointed = self._merge_changes(sources, title, body, who)
             listing = "\n".join(f"- {m.title} ({m.path})" for m in mems)

@@ -21,8 +21,8 @@ from typing import Any, Mapping
 import frontmatter
 import yaml
 
-from .errors import InvalidContent, InvalidFrontmatter
-from .schema import FIELD_ORDER, ordered
+from .errors import InvalidContent, InvalidFrontmatter, InvalidMetadata
+from .schema import FIELD_ORDER, has_surrogate, ordered, safe_value
 
 __all__ = ["ParsedFile", "parse_text", "decode", "render", "MAX_FRONTMATTER_BYTES"]
 
@@ -199,8 +199,13 @@ def render(meta: Mapping[str, Any], body: str, raw_blocks: Mapping[str, str] | N
     """Serialise a memory: ``---`` frontmatter in stable order, then the body.
 
     Unknown keys whose value is unchanged since parsing are written from
-    ``raw_blocks`` verbatim.
+    ``raw_blocks`` verbatim.  Refuses (:class:`InvalidContent`,
+    :class:`InvalidMetadata`) what could not be read back: a body or value
+    holding a lone surrogate, frontmatter over :data:`MAX_FRONTMATTER_BYTES`.
     """
+    if has_surrogate(body):
+        raise InvalidContent("content contains a lone surrogate (not valid Unicode text)",
+                             hint="Pass the content as valid UTF-8 text.")
     raw_blocks = raw_blocks or {}
     lines: list[str] = []
     for key, value in ordered(meta).items():
@@ -213,17 +218,31 @@ def render(meta: Mapping[str, Any], body: str, raw_blocks: Mapping[str, str] | N
         else:
             lines.append(_dump(key, value))
     head = "".join(lines)
+    try:
+        size = len(head.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidMetadata("a frontmatter value contains a lone surrogate (not valid Unicode text)"
+                              ) from None
+    if size > MAX_FRONTMATTER_BYTES:
+        # The reader refuses frontmatter this large: the file would read back without it.
+        raise InvalidMetadata(f"frontmatter would be {size:,} bytes; the limit is "
+                              f"{MAX_FRONTMATTER_BYTES:,}", hint="Use fewer or shorter tags and "
+                              "fields; put long text in the body.")
     return f"---\n{head}---\n{body}"
 
 
 def _same_value(raw: str, key: str, value: Any) -> bool:
+    # Compared as read (safe_value): a person's field holding a lone surrogate or .nan is
+    # read sanitised, and is still written back as the person wrote it.
     try:
-        return yaml.load(raw, Loader=_Loader) == {key: value}  # noqa: S506
-    except (yaml.YAMLError, InvalidFrontmatter):
+        return safe_value(yaml.load(raw, Loader=_Loader)) == {key: value}  # noqa: S506
+    except (yaml.YAMLError, InvalidFrontmatter, ValueError, RecursionError):
         return False
 
 
-_WIKILINK = re.compile(r"\[\[([^\]|#\n]+)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]")
+# No part may hold "[": every match attempt then stops at the next "[", so a body of
+# many "[[" costs linear time (the former pattern took 10 s on 16 KB of "[[").
+_WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 #: Frontmatter fields that point at another memory's id, and the relation each names.
 LINK_FIELDS = ("supersedes", "superseded_by", "archived_into", "merged_into")
 

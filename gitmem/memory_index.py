@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .catalog import FileRow
+from . import safefs
 from .gitstore import FileChange
 from .reading import row_fields
+from .schema import safe_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .catalog import Catalog
@@ -42,7 +44,10 @@ def _line(row: FileRow, gist: str, *, kind: bool = False) -> str:
         parts.append(f"({row.meta.get('type', 'memory')})")
     if gist:
         parts.append(f"- {gist}")
-    tags = [str(t) for t in row.meta.get("tags") or [] if str(t).strip()]
+    tags = row.meta.get("tags")
+    # Rows hold sanitised metadata (schema.derive); a list of text is still checked so a
+    # stale or odd row cannot fail the index that every write regenerates.
+    tags = [t for t in tags if isinstance(t, str) and t.strip()] if isinstance(tags, list) else []
     if tags:
         parts.append(" ".join("#" + "-".join(t.split()) for t in tags[:6]))
     return " ".join(parts)
@@ -95,7 +100,7 @@ class MemoryIndexMixin:
     def render_memory_index(self: "Vault") -> bytes:
         """The content ``MEMORY.md`` has for the vault as it is now (see :mod:`memory_index`)."""
         self._ensure_scanned()
-        return render_index(self.catalog, self.config).encode("utf-8")
+        return safe_text(render_index(self.catalog, self.config)).encode("utf-8")
 
     def _memory_index_change(self: "Vault", changes: Sequence[FileChange],
                              written: Mapping[str, tuple[Memory, str]],
@@ -115,21 +120,19 @@ class MemoryIndexMixin:
             self.catalog.drop(removed)
             for path, (memory, blob_hash) in written.items():
                 self.catalog.put(path, memory.id, None, *row_fields(memory), blob_hash)
-            text = render_index(self.catalog, self.config).encode("utf-8")
+            text = safe_text(render_index(self.catalog, self.config)).encode("utf-8")
         finally:
             db.execute("ROLLBACK TO memory_index")
             db.execute("RELEASE memory_index")
         head = self.git.head()
         committed = self.git.read_at(head, MEMORY_INDEX) if head else None
-        try:
-            on_disk: bytes | None = (self.root / MEMORY_INDEX).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
-            on_disk = None
+        on_disk = safefs.read_or_none(self.root, MEMORY_INDEX)  # a link there is never followed
         if on_disk is not None and on_disk != committed and on_disk != text:
             # Someone edited the generated file: keep their version in history first.
             self.git.commit_files([FileChange(MEMORY_INDEX, on_disk)],
                                   f"edit: {MEMORY_INDEX} (outside edit, kept before regenerating)\n\n"
                                   f"Op: edit\nAgent: {self.config.user.name}\n",
-                                  self.config.user, when=self.clock().timestamp(), write_worktree=False)
+                                  self.config.user, when=self.clock().timestamp(), write_worktree=False,
+                                  origin="person")
             committed = on_disk
         return None if text == committed and on_disk == committed else FileChange(MEMORY_INDEX, text)

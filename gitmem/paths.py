@@ -11,8 +11,8 @@ Files a person puts anywhere under a tier folder are memories too.
 Every path that comes from outside (CLI, agent tools) goes through
 :func:`check_relpath`, which refuses traversal in all its spellings, absolute
 paths, ``~``, control characters, Windows-reserved names, and gitmem's private
-or tool folders; :func:`inside` then resolves symlinks and checks the result
-stays in the vault.
+or tool folders; the path gate (:mod:`gitmem.safefs`) then refuses any
+symbolic link on the way when the path is used.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from typing import Sequence
 from urllib.parse import unquote
 
 from .errors import InvalidPath
+from .safefs import check_component
 
-__all__ = ["slugify", "check_relpath", "inside", "memory_relpath", "WINDOWS_RESERVED",
-           "MAX_SLUG_CHARS", "is_hidden_part", "is_memory_path"]
+__all__ = ["slugify", "check_relpath", "memory_relpath", "WINDOWS_RESERVED",
+           "MAX_SLUG_CHARS", "is_hidden_part", "is_memory_path", "MEMORY_MD"]
 
 MAX_SLUG_CHARS = 80
+MEMORY_MD = "MEMORY.md"  # the generated index of memories at the vault root
 MAX_PATH_BYTES = 1024
 WINDOWS_RESERVED = frozenset(
     {"con", "prn", "aux", "nul", "clock$"}
@@ -104,7 +106,7 @@ def check_relpath(raw: str, *, what: str = "path") -> str:
         raise InvalidPath(f"{what} is empty")
     if _CONTROL.search(text):
         raise InvalidPath(f"{what} {raw!r} contains control characters or NUL")
-    if len(text.encode("utf-8")) > MAX_PATH_BYTES:
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:  # (lone surrogates: each part's check)
         raise InvalidPath(f"{what} is longer than {MAX_PATH_BYTES} bytes")
     if text.startswith("~"):
         raise InvalidPath(f"{what} {raw!r} starts with '~'; paths are relative to the vault")
@@ -126,14 +128,5 @@ def check_relpath(raw: str, *, what: str = "path") -> str:
             raise InvalidPath(f"{what} {raw!r} uses the reserved name {part!r} (invalid on Windows)")
         if part.endswith((" ", ".")):
             raise InvalidPath(f"{what} {raw!r} has a part ending in a space or dot (invalid on Windows)")
+        check_component(part, path=raw)
     return "/".join(unicodedata.normalize("NFC", p) for p in parts)
-
-
-def inside(root: Path, relpath: str) -> Path:
-    """Absolute path of ``relpath`` under ``root``, refusing symlinks that leave it."""
-    base = Path(os.path.realpath(root))
-    target = base / relpath
-    real = Path(os.path.realpath(target))
-    if real != base and base not in real.parents:
-        raise InvalidPath(f"path {relpath!r} resolves outside the vault (symlink?)")
-    return target

@@ -9,14 +9,15 @@ changed since it last looked.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import stat
 from typing import TYPE_CHECKING, Any, Iterable
 
+from . import safefs
 from .catalog import FileRow
 from .gitstore import blob_id
-from .errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound
+from .errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
 from .markdown import ParsedFile, decode, parse_text
-from .paths import check_relpath, is_hidden_part
+from .paths import MEMORY_MD, check_relpath, is_hidden_part
 from .schema import Memory, clean_metadata, derive
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,31 +36,37 @@ class ReadMixin:
     """Read methods of the Vault."""
 
     def _disk_files(self: "Vault") -> dict[str, os.stat_result]:
-        """Every memory file in the tier folders -> its stat (no parsing)."""
+        """Every memory file in the tier folders -> its stat (no parsing).
+
+        Symbolic links are never followed: a linked note or folder is left out
+        (:meth:`refused_links` lists them for ``gitmem doctor``)."""
         found: dict[str, os.stat_result] = {}
         for tier in self.config.tiers:
-            top = self.root / tier
-            if not top.is_dir():
-                continue
-            for folder, dirs, files in os.walk(top):
-                dirs[:] = [d for d in dirs if not is_hidden_part(d)]
-                rel_folder = Path(folder).relative_to(self.root).as_posix()
-                for name in files:
-                    if name.endswith(".md") and not name.startswith("."):
-                        full = os.path.join(folder, name)
-                        try:
-                            found[f"{rel_folder}/{name}"] = os.stat(full)
-                        except OSError:
-                            continue
+            for rel, st in safefs.walk_files(self.root, tier, skip_dir=is_hidden_part):
+                if rel.endswith(".md") and not rel.rsplit("/", 1)[-1].startswith("."):
+                    found[rel] = st
         return found
+
+    def refused_links(self: "Vault") -> list[str]:
+        """Symbolic links in the tier folders (and a linked tier folder itself), and file
+        names that are not valid UTF-8: gitmem never reads, follows or commits them."""
+        links: list[str] = []
+        for tier in self.config.tiers:
+            for _ in safefs.walk_files(self.root, tier, links=links, skip_dir=is_hidden_part):
+                pass
+        for name in (MEMORY_MD, ".gitmem.yaml"):
+            if safefs.is_symlink_on_the_way(self.root, name):
+                links.append(name)
+        # A name that is not UTF-8 is shown with its bytes escaped, so it can be printed.
+        return sorted(p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in links)
 
     def _load_row(self: "Vault", path: str, data: bytes | None = None
                   ) -> tuple[str, dict[str, Any], str | None, str, str] | None:
         """(id, meta without id, problem, body, blob id) of one file, for the catalog."""
-        try:
-            data = (self.root / path).read_bytes() if data is None else data
-        except (FileNotFoundError, IsADirectoryError):
-            return None
+        if data is None:
+            data = safefs.read_or_none(self.root, path)
+            if data is None:
+                return None
         memory = self._read_file(path, data)
         return (memory.id, *row_fields(memory), blob_id(data))
 
@@ -71,7 +78,7 @@ class ReadMixin:
         """:meth:`_read_file` plus the parsed file (raw frontmatter blocks, for rewriting)."""
         problems: list[str] = []
         if data is None:
-            data = (self.root / path).read_bytes()
+            data = safefs.read_bytes(self.root, path)
         try:
             text = decode(data)
         except InvalidContent as exc:
@@ -94,12 +101,12 @@ class ReadMixin:
         wanted = [p for p in paths if self.is_memory_path(p)]
         present: dict[str, os.stat_result] = {}
         for path in wanted:
-            full = self.root / path
             try:
-                if full.is_file() and not full.is_symlink():
-                    present[path] = full.stat()
-            except OSError:
+                st = safefs.lstat(self.root, path)
+            except (OSError, UnsafePath):
                 continue
+            if st is not None and stat.S_ISREG(st.st_mode):
+                present[path] = st
         with self.lock.threads():  # not inside another thread's catalog transaction
             return self.catalog.scan(present, self._load_row, only=wanted)
 
@@ -109,8 +116,10 @@ class ReadMixin:
 
     def _fresh_row(self: "Vault", row: FileRow) -> bool:
         try:
-            st = os.stat(self.root / row.path)
-        except OSError:
+            st = safefs.lstat(self.root, row.path)
+        except (OSError, UnsafePath):
+            return False
+        if st is None or not stat.S_ISREG(st.st_mode):
             return False
         return self.catalog.stat_of(row.path) == (st.st_mtime_ns, st.st_size)
 
@@ -170,11 +179,13 @@ class ReadMixin:
 
     def get(self: "Vault", ref: str) -> Memory:
         """Read one memory (see :meth:`resolve` for what ``ref`` may be)."""
-        path = self.resolve(ref)
-        try:
-            return self._read_file(path)
-        except FileNotFoundError:
-            raise NotFound(f"memory file {path} vanished while reading") from None
+        for _ in range(3):  # another process may be moving the file right now: look again
+            path = self.resolve(ref)
+            try:
+                return self._read_file(path)
+            except (FileNotFoundError, NotADirectoryError):
+                self.scan()
+        raise NotFound(f"memory file {path} vanished while reading")
 
     def exists(self: "Vault", ref: str) -> bool:
         """True if ``ref`` names exactly one memory."""

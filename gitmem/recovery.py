@@ -46,6 +46,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from dulwich.objects import Blob
 
+from . import safefs
+from .errors import GitmemError
+
 if TYPE_CHECKING:  # pragma: no cover
     from .gitstore import FileChange, GitStore
 
@@ -54,7 +57,7 @@ __all__ = ["Recovery", "PendingObjects", "begin_write", "end_write", "index_writ
 
 JOURNAL = "write-journal"
 INDEX_MARKER = "index-writing"
-TEMP_MARK = ".gitmem-tmp-"
+TEMP_MARK = safefs.TEMP_MARK
 
 
 @dataclass
@@ -72,11 +75,9 @@ def _state(store: "GitStore") -> Path:
     return store.git_dir / "gitmem"
 
 
-def _blob_id_of(path: Path) -> str | None:
-    try:
-        return Blob.from_string(path.read_bytes()).id.decode()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
+def _blob_id_of(root: Path, rel: str) -> str | None:
+    data = safefs.read_or_none(root, rel)
+    return None if data is None else Blob.from_string(data).id.decode()
 
 
 class PendingObjects:
@@ -127,7 +128,7 @@ def begin_write(store: "GitStore", ref: bytes, parent: bytes | None, commit: byt
     files = []
     for change, written in zip(changes, writes):
         new = None if change.data is None else Blob.from_string(change.data).id.decode()
-        old = _blob_id_of(store.root / change.path) if written else new
+        old = _blob_id_of(store.root, change.path) if written else new
         files.append({"path": change.path, "old": old, "new": new, "write": bool(written)})
     record = {"pid": os.getpid(), "ref": ref.decode(), "parent": parent.decode() if parent else None,
               "commit": commit.decode(), "files": files, "objects": list(new_objects)}
@@ -229,7 +230,7 @@ def _finish(store: "GitStore", record: dict[str, Any], report: Recovery) -> None
     else:
         report.actions.append(f"dropped the journal of write {commit.decode()[:7]}: the branch moved on")
     for entry in files:
-        _remove_temp_files(store.root / entry["path"], report)
+        _remove_temp_files(store.root, entry["path"], report)
 
 
 def _drop_objects(store: "GitStore", ids: Sequence[str]) -> int:
@@ -246,37 +247,37 @@ def _drop_objects(store: "GitStore", ids: Sequence[str]) -> int:
 
 def _roll_file(store: "GitStore", entry: dict[str, Any], report: Recovery) -> None:
     """Bring one path to the write's new state, unless someone changed it since."""
-    target = store.root / entry["path"]
-    current = _blob_id_of(target)
-    if current == entry["new"] or current not in (entry["old"], None):
-        return  # done already, or a later edit (a person's) that must not be overwritten
-    from .gitstore import _prune_empty_dirs, atomic_write
+    rel = entry["path"]
     try:
+        current = _blob_id_of(store.root, rel)
+        if current == entry["new"] or current not in (entry["old"], None):
+            return  # done already, or a later edit (a person's) that must not be overwritten
         if entry["new"] is None:
-            target.unlink(missing_ok=True)
-            _prune_empty_dirs(target.parent, store.root)
+            safefs.remove(store.root, rel)
         else:
-            atomic_write(target, store.blob(entry["new"].encode()))
-    except OSError:
+            safefs.write_bytes(store.root, rel, store.blob(entry["new"].encode()))
+    except (OSError, GitmemError):  # a link planted on the way is never followed
         return
     report.paths.append(entry["path"])
 
 
-def _remove_temp_files(target: Path, report: Recovery) -> None:
-    try:
-        names = os.listdir(target.parent)
-    except OSError:
-        return
-    prefix = f".{target.name}{TEMP_MARK}"
-    for name in names:
-        if name.startswith(prefix):
-            (target.parent / name).unlink(missing_ok=True)
-            report.actions.append(f"removed temp file {target.parent.name}/{name}")
+def _remove_temp_files(root: Path, rel: str, report: Recovery) -> None:
+    folder, _, name = rel.rpartition("/")
+    prefix = safefs.temp_prefix(name)
+    for other in safefs.listdir(root, folder):  # never through a link
+        if other.startswith(prefix):
+            try:
+                safefs.remove(root, f"{folder}/{other}" if folder else other, prune=False)
+            except (OSError, GitmemError):
+                continue
+            report.actions.append(f"removed temp file {folder}/{other}")
 
 
 def recover_vault(vault: Any) -> Recovery:
     """:func:`recover`, then bring ``.git/index``, the catalog and the search index in line
     (lock held; the vault calls it each time it takes the lock, two stats when nothing to do)."""
+    from .purge import recover_purge  # lazy: purge.py imports this module
+    recover_purge(vault)  # a killed `gitmem purge` is finished or rolled back first (one stat)
     if not needs_recovery(vault.git):
         return Recovery()
     report = recover(vault.git)

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from . import safefs
 from .config import Identity, LifecycleSettings
 from .gitstore import FileChange
 from .markdown import split_body
-from .schema import iso_now, ordered
+from .schema import MAX_RETRIEVALS, MetadataProblem, derive, iso_now, ordered
 from .similarity import similarity
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,6 +73,7 @@ class MemoryState:
     pending: int = 0             # retrievals since the last reflect
     last_retrieved: float | None = None
     protected: bool = False
+    writable: bool = True        # False: its file has bad metadata; no step rewrites it
 
 
 @dataclass
@@ -134,12 +136,23 @@ class ReflectReport:
 
 
 def _epoch(iso: str | None) -> float | None:
-    if not iso:
+    if not iso or not isinstance(iso, str):
         return None
     try:
         return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):  # year 1 / 9999 in local time: out of range
         return None
+
+
+def _number(value: Any, default: float, low: float, high: float) -> float:
+    """A finite number in [low, high] from a catalog row, else ``default``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    return float(value) if low <= value <= high else default  # NaN fails the comparison
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def effective_strength(state: MemoryState, now: float, settings: LifecycleSettings) -> float:
@@ -163,7 +176,7 @@ def plan_reflect(states: Sequence[MemoryState], pairs: Iterable[tuple[str, str, 
     plan = ReflectPlan(iso_now(now))
     by_id = {s.id: s for s in states}
     eligible = {s.id for s in states if s.status == "active" and not s.protected
-                and s.tier in live_tiers}
+                and s.writable and s.tier in live_tiers}
     done: set[str] = set()
     for s in sorted(states, key=lambda s: s.path):
         if s.id not in eligible:
@@ -211,7 +224,8 @@ def plan_reflect(states: Sequence[MemoryState], pairs: Iterable[tuple[str, str, 
                                                                "retrievals": s.retrievals + s.pending}))
             done.add(s.id)
     for s in sorted(states, key=lambda s: s.path):
-        if s.pending and s.id not in done and s.status == "active" and s.tier in live_tiers:
+        if (s.pending and s.id not in done and s.status == "active" and s.writable
+                and s.tier in live_tiers):
             strength = min(1.0, effective_strength(s, t, settings) + _RETRIEVAL_BOOST * s.pending)
             plan.fold.append(Action(s.id, s.path, s.title, {
                 "retrievals": s.retrievals + s.pending, "strength": round(strength, 4),
@@ -251,8 +265,15 @@ class ReflectMixin:
         who = self._author(author)
         with self.lock.hold():
             self.scan()
-            plan = plan_reflect(self._reflect_states(), self._near_duplicates(),
-                                self.clock(), self.config.lifecycle, self.config.live_tiers)
+            states, pairs, now = self._reflect_states(), self._near_duplicates(), self.clock()
+            plan = plan_reflect(states, pairs, now, self.config.lifecycle, self.config.live_tiers)
+            bad = self._files_with_bad_metadata(plan)
+            if bad:
+                # Consolidation never rewrites a file whose frontmatter holds bad values: it
+                # would silently replace them by defaults.  Left as the person wrote it (doctor
+                # reports it); planning again can only drop actions, so no new file comes in.
+                states = [replace(s, writable=False) if s.path in bad else s for s in states]
+                plan = plan_reflect(states, pairs, now, self.config.lifecycle, self.config.live_tiers)
             report = ReflectReport(dry_run=dry_run, plan=plan, **{
                 k: v for k, v in plan.counts().items()})
             if not dry_run and not plan.empty:
@@ -263,6 +284,23 @@ class ReflectMixin:
         report.duration_ms = int((time.perf_counter() - started) * 1000)
         return report
 
+    def _files_with_bad_metadata(self: "Vault", plan: ReflectPlan) -> set[str]:
+        """Paths the plan would rewrite whose frontmatter has problems (see schema.derive)."""
+        paths = {a.path for a in plan.expire + plan.prune + plan.promote + plan.fold}
+        paths.update(a.path for g in plan.merge for a in g)
+        bad: set[str] = set()
+        for path in sorted(paths):
+            try:
+                memory, parsed = self._read_parsed(path)
+            except OSError:
+                bad.add(path)
+                continue
+            problems: list[MetadataProblem] = []
+            derive(path, parsed.meta, parsed.body, tiers=self.config.tiers, problems=problems)
+            if problems or memory.problems:
+                bad.add(path)
+        return bad
+
     def _reflect_states(self: "Vault") -> list[MemoryState]:
         pending = self.catalog.retrievals()
         out = []
@@ -271,19 +309,19 @@ class ReflectMixin:
                 continue
             m = row.meta
             n, last = pending.get(row.id, (0, None))
-            importance = m.get("importance", 3)
-            strength = m.get("strength", 1.0)
-            retrievals = m.get("retrievals", 0)
+            # Rows hold sanitised metadata (schema.derive); each value is still checked here
+            # so no file's value can make planning raise and stop every later reflect.
             out.append(MemoryState(
                 id=row.id, path=row.path, title=str(m.get("title", "")), type=str(m.get("type", "memory")),
                 tier=str(m.get("tier", "")), status=str(m.get("status", "active")),
-                scope=m.get("scope"), importance=importance if isinstance(importance, int) else 3,
-                strength=float(strength) if isinstance(strength, (int, float)) else 1.0,
+                scope=_text_or_none(m.get("scope")),
+                importance=int(_number(m.get("importance"), 3, 1, 5)),
+                strength=_number(m.get("strength"), 1.0, 0.0, 1.0),
                 updated=str(m.get("updated") or ""), created=str(m.get("created") or ""),
-                reinforced=m.get("reinforced"), expires=m.get("expires"),
-                retrievals=retrievals if isinstance(retrievals, int) else 0, pending=n,
+                reinforced=_text_or_none(m.get("reinforced")), expires=_text_or_none(m.get("expires")),
+                retrievals=int(_number(m.get("retrievals"), 0, 0, MAX_RETRIEVALS)), pending=n,
                 last_retrieved=float(last) if last is not None else None,
-                protected=m.get("type") in self.config.protected_types))
+                protected=str(m.get("type", "memory")) in self.config.protected_types))
         return out
 
     def _near_duplicates(self: "Vault") -> list[tuple[str, str, float]]:
@@ -302,10 +340,8 @@ class ReflectMixin:
                 continue
             for p in (a, b):
                 if p not in bodies:   # the body only: no YAML parse needed to compare texts
-                    try:
-                        text = split_body((self.root / p).read_text("utf-8", "replace"))
-                    except OSError:
-                        text = ""
+                    data = safefs.read_or_none(self.root, p)
+                    text = split_body(data.decode("utf-8", "replace")) if data is not None else ""
                     bodies[p] = text or str(rows[p].meta.get("title", ""))
             score = similarity(bodies[a], bodies[b])
             if score > threshold:

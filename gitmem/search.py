@@ -199,13 +199,18 @@ def _or(items: list) -> Any:
     return items[0] if len(items) == 1 else _Or(items)
 
 
+MAX_WORD_CHARS = 100
+
+
 class _Analysis:
     """One tokenisation shared by indexing, querying and snippets."""
 
     def __init__(self, cfg: SearchConfig) -> None:
         self.stop = frozenset(STOP_WORDS | {"i", "s", "t", "d", "ll", "m", "re", "ve"})
         words = RegexTokenizer(WORD_PATTERN)
-        self.base = words | LowercaseFilter() | StopFilter(stoplist=self.stop, minsize=1)
+        # A "word" over 100 characters is never something to search for, and stemming one
+        # of a megabyte (a hostile or broken file) would take minutes: such tokens are dropped.
+        self.base = words | LowercaseFilter() | StopFilter(stoplist=self.stop, minsize=1, maxsize=MAX_WORD_CHARS)
         raw = {"porter2": stemmer_for_language("en"), "porter": porter_stem}.get(cfg.stemmer)
         self.stem: Callable[[str], str] = functools.lru_cache(100_000)(raw) if raw else str
         self.text = self.base | StemFilter(stemfn=raw) if raw else self.base

@@ -5,11 +5,15 @@ commit merges.  The schema these values fill is in :mod:`gitmem.search`."""
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,14 +87,94 @@ def _low(v: str | None) -> str | None:
     return v.strip().lower() if isinstance(v, str) and v.strip() else None
 
 
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _top_level(dist: importlib.metadata.Distribution) -> set[str]:
+    """The top-level modules ``dist`` installs (as ``packages_distributions()`` infers them)."""
+    declared = dist.read_text("top_level.txt")
+    if declared is not None:
+        return {line.strip() for line in declared.splitlines() if line.strip()}
+    tops = set()
+    for f in dist.files or ():
+        parts = f.parts
+        if len(parts) > 1:
+            tops.add(parts[0])
+        elif f.suffix == ".py":
+            tops.add(f.stem)
+    return tops
+
+
+def _whoosh_owners() -> list[str]:
+    """Normalised names of the installed distributions that install a ``whoosh`` module.
+
+    Only distributions whose metadata folder names mention whoosh (``whoosh``,
+    ``Whoosh``, ``whoosh-ng``, ``whoosh_reloaded`` ...) are read: listing the
+    import path's folders costs a millisecond, where ``packages_distributions()``
+    reads every installed distribution's file list (~0.15 s).
+    """
+    owners: set[str] = set()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:  # a zip file, a missing folder
+            continue
+        for name in names:
+            stem, _, kind = name.rpartition(".")
+            if kind not in ("dist-info", "egg-info") or "whoosh" not in stem.lower():
+                continue
+            dist = importlib.metadata.PathDistribution(Path(entry or ".", name))
+            if "whoosh" in _top_level(dist):
+                owners.add(_normal(dist.metadata["Name"] or stem.split("-")[0]))
+    return sorted(owners)
+
+
+def _whoosh_files_mismatch() -> str | None:
+    """Why the ``whoosh`` package Python imports is not the one whoosh-reloaded installed, or None.
+
+    Catches what the name scan cannot: another distribution (whatever its name)
+    having overwritten whoosh-reloaded's files.  Compares ``whoosh/__init__.py``
+    with its entry in whoosh-reloaded's RECORD (location and sha256); says
+    nothing when RECORD lacks the entry (an egg-info or editable install).
+    """
+    spec = importlib.util.find_spec("whoosh")
+    origin = spec.origin if spec is not None else None
+    if not origin:
+        return "no 'whoosh' module can be imported"
+    entry = next((f for f in importlib.metadata.distribution("whoosh-reloaded").files or ()
+                  if f.as_posix() == "whoosh/__init__.py"), None)
+    if entry is None:
+        return None
+    if os.path.realpath(entry.locate()) != os.path.realpath(origin):
+        return f"'whoosh' is imported from {origin}, not from whoosh-reloaded's {entry.locate()}"
+    if entry.hash is not None and entry.hash.mode == "sha256":
+        digest = base64.urlsafe_b64encode(hashlib.sha256(Path(origin).read_bytes()).digest()).rstrip(b"=")
+        if digest.decode() != entry.hash.value:
+            return f"{origin} is not the file whoosh-reloaded installed (another package overwrote it)"
+    return None
+
+
 @functools.cache
 def whoosh_version() -> str:
-    """Version of whoosh-reloaded, after checking that it (alone) provides ``whoosh``."""
-    owners = importlib.metadata.packages_distributions().get("whoosh", [])
-    names = sorted({re.sub(r"[-_.]+", "-", n).lower() for n in owners})
-    if names != ["whoosh-reloaded"]:
-        raise StorageError(f"the 'whoosh' module comes from {names or 'an unknown package'}; "
-                           "gitmem needs exactly the distribution 'whoosh-reloaded'",
+    """Version of whoosh-reloaded, after checking that it (alone) provides ``whoosh``.
+
+    Only one distribution of whoosh may be installed: ``whoosh``, ``whoosh-ng``
+    and ``whoosh-reloaded`` all install the same ``whoosh`` package, and files
+    of one overwriting the other's give an index no version describes.  Checked
+    once per process, cheaply (see :func:`_whoosh_owners` and
+    :func:`_whoosh_files_mismatch`).
+    """
+    names = _whoosh_owners()
+    problem = None if names == ["whoosh-reloaded"] else (
+        f"the 'whoosh' module comes from {names or 'an unknown package'}")
+    if problem is None:
+        try:
+            problem = _whoosh_files_mismatch()
+        except (importlib.metadata.PackageNotFoundError, OSError, ValueError) as exc:
+            problem = f"whoosh-reloaded's files cannot be checked ({exc})"
+    if problem is not None:
+        raise StorageError(f"{problem}; gitmem needs exactly the distribution 'whoosh-reloaded'",
                            hint="pip uninstall whoosh whoosh-ng; pip install whoosh-reloaded")
     return importlib.metadata.version("whoosh-reloaded")
 

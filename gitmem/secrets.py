@@ -2,10 +2,9 @@
 
 Agents write memories from untrusted text (tool output, web pages, chat
 logs), and git never forgets: a key committed once stays in every clone until
-history is rewritten (``gitmem purge``).  So every write gitmem makes passes
-through :func:`screen` (called from ``Vault._render``, the one place all
-content goes through before a commit), which applies the vault's policy,
-``secrets:`` in ``.gitmem.yaml``:
+history is rewritten (``gitmem purge``).  So every memory gitmem renders passes
+through :func:`screen` (called from ``Vault._render``), and every commit through
+the write checks, which apply the vault's policy, ``secrets:`` in ``.gitmem.yaml``:
 
 * ``refuse`` (default): the write fails with :class:`SecretDetected`
   (code ``secret_detected``), naming each kind and where it is, never the value;
@@ -15,16 +14,18 @@ content goes through before a commit), which applies the vault's policy,
 
 What counts as a secret: provider formats that are unambiguous by shape (AWS
 access key ids, GitHub / GitLab / Slack / OpenAI / Anthropic / Google / Stripe
-keys and tokens, Slack webhooks, PEM private key blocks, JWTs) and generic
+keys and tokens, Slack webhooks, PEM private key blocks, JWTs), passwords in
+URLs (``postgres://user:password@host``, ``https://user:token@git.example``) and generic
 assignments (``password=...``, ``api_key: ...``, ``client_secret=...``) whose
 value looks random (long, high entropy, mixed character classes, not a
 placeholder such as ``<your-key>`` or ``os.environ[...]``).  Ordinary prose
 that merely talks about passwords or tokens is not flagged.
 
-Files a person saves outside gitmem (Obsidian, vim) are committed by the
-watcher as they are: they are already on disk, and refusing them would only
-leave them uncommitted.  ``gitmem doctor`` reports such files instead
-(:func:`scan_text`), so a person can redact or purge them.
+Every commit also passes the vault's write checks (:mod:`gitmem.checks`), which
+scan the whole file text and the path with :func:`scan_text`, whichever front
+door made it.  A file a person saves outside gitmem (Obsidian, vim) with a
+secret is left uncommitted (never rewritten) and reported by the watcher and
+``gitmem doctor``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}\b")),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{10,}")),
 ]
+
+# A password in a URL's userinfo: ``scheme://user:password@host`` (database URLs,
+# git remotes with a token).  The password is the secret; the user name is kept.
+_URL_CREDENTIAL = re.compile(
+    r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^\s:/@\[\]]{1,256}:(?P<value>[^\s@/]{1,256})@[A-Za-z0-9\[]")
+_WEAK_PLACEHOLDER = re.compile(r"(?i)^(?:pass(?:word|wd)?|passw0rd|secret|pwd|token|x-oauth-basic|x+|\*+)$")
 
 # ``name = value`` / ``name: value`` / ``"name": "value"`` where the name says secret.
 _ASSIGNMENT = re.compile(
@@ -111,6 +118,13 @@ def _looks_random(value: str) -> bool:
     return entropy >= 3.5 or (classes >= 3 and entropy >= 3.0)
 
 
+def _url_password(value: str) -> bool:
+    """A URL password that is a real credential, not ``user:password@`` in an example."""
+    if _PLACEHOLDER.match(value) or _WEAK_PLACEHOLDER.match(value) or _REDACTED.search(value):
+        return False
+    return len(value) >= 8 or _looks_random(value)
+
+
 def scan_text(text: str, where: str = "body") -> list[Finding]:
     """Every suspected secret in ``text``, non-overlapping, in order."""
     found: list[Finding] = []
@@ -124,6 +138,12 @@ def scan_text(text: str, where: str = "body") -> list[Finding]:
             if free(match.start(), match.end()):
                 found.append(Finding(kind, where, match.start(), match.end()))
                 taken.append((match.start(), match.end()))
+    for match in _URL_CREDENTIAL.finditer(text):
+        start, end = match.span("value")
+        value = match.group("value")
+        if free(start, end) and _url_password(value):
+            found.append(Finding("url_credential", where, start, end))
+            taken.append((start, end))
     for match in _ASSIGNMENT.finditer(text):
         start, end = match.span("value")
         if free(start, end) and _looks_random(match.group("value")):

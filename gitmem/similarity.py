@@ -1,14 +1,20 @@
 """Local text similarity for dedup and consolidation: no network, no model.
 
-Two measures, both on the same word normalisation (case-folded Unicode words,
+All measures share one word normalisation (case-folded Unicode words,
 punctuation and Markdown markup ignored):
 
 * :func:`content_key` - a hash of the normalised text plus type and scope.
-  Equal keys mean "the same memory said again" (seed 002's content-hash dedup).
-* :func:`similarity` - cosine similarity of word counts, 0..1.  Word order is
-  ignored on purpose: "prefers dark mode and TypeScript" and "prefers dark
-  mode, TypeScript and VS Code" score 0.87 (a refinement: supersede), while
-  unrelated notes on the same topic stay well under 0.8.
+  Equal keys mean "the same memory said again" (an identical-content check).
+* :func:`similarity` - 0..1: the cosine similarity of word counts, scaled by how
+  well the shared content words keep their order, and capped below 0.9 when
+  :func:`differences` finds a change that alters a fact.  "prefers dark mode and
+  TypeScript" and "prefers dark mode, TypeScript and VS Code" score 0.87 (a
+  refinement: supersede); unrelated notes on the same topic stay well under 0.8.
+* :func:`differences` - why two texts with (nearly) the same words may still
+  state different facts: ``word order`` ("Bob reports to Alice" / "Alice reports
+  to Bob"), ``numbers`` ("3 pm" / "4 pm") or ``negation`` ("is" / "is not").
+  Dedup never skips a text with such a difference, whatever the thresholds: a
+  true fact must not be dropped because it uses the same words as another.
 
 Finding candidates among thousands of memories uses a *bottom-k sketch*: the
 k smallest hashes of a text's distinct content words.  Texts with mostly the
@@ -22,9 +28,11 @@ import hashlib
 import math
 import re
 import zlib
+from bisect import bisect_left
 from collections import Counter
 
-__all__ = ["words", "normalize", "content_key", "sketch", "bands", "similarity", "SKETCH_SIZE"]
+__all__ = ["words", "normalize", "content_key", "sketch", "bands", "similarity", "differences",
+           "SKETCH_SIZE", "FACT_CHANGE_CAP"]
 
 SKETCH_SIZE = 16
 _WORD = re.compile(r"[^\W_]+")
@@ -79,13 +87,95 @@ def bands(text: str) -> list[int]:
     return [zlib.crc32(repr((b, mins[b * _ROWS:(b + 1) * _ROWS])).encode()) for b in range(_BANDS)]
 
 
+# Words that turn a statement into its opposite.  "t" is what is left of "n't"
+# ("don't" -> "don", "t") once punctuation is dropped.
+_NEGATIONS = frozenset("""not no never nor neither none nobody nothing nowhere without cannot t""".split())
+_NUMBER_WORDS = frozenset("""zero one two three four five six seven eight nine ten eleven twelve thirteen
+fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety
+hundred thousand million billion half once twice""".split())
+#: The highest :func:`similarity` of two texts :func:`differences` tells apart:
+#: below the default skip threshold (0.92) and reflect's merge threshold (0.95),
+#: so such texts can supersede one another but are never skipped or merged away.
+FACT_CHANGE_CAP = 0.9
+
+
+def _numbers(tokens: list[str]) -> Counter[str]:
+    return Counter(w for w in tokens if w in _NUMBER_WORDS or any(c.isdigit() for c in w))
+
+
+def _negations(tokens: list[str]) -> int:
+    return sum(1 for w in tokens if w in _NEGATIONS)
+
+
+def _order_agreement(ta: list[str], tb: list[str]) -> float:
+    """How well the content words both texts share keep their order, 0..1 (1 = same order).
+
+    Each occurrence is its own token ("deploy#0", "deploy#1"), so repeated
+    words count too.  The longest run of shared tokens in the same order in
+    both texts (a longest increasing subsequence, O(n log n) even for very long
+    texts) divided by the number of shared tokens: inserting or deleting words
+    keeps 1.0, swapping who did what to whom does not.
+    """
+    def keyed(tokens: list[str]) -> list[tuple[str, int]]:
+        seen: Counter[str] = Counter()
+        out = []
+        for w in tokens:
+            if w not in _STOP:
+                out.append((w, seen[w]))
+                seen[w] += 1
+        return out
+
+    where = {key: i for i, key in enumerate(keyed(tb))}
+    positions = [where[key] for key in keyed(ta) if key in where]
+    if len(positions) < 2:
+        return 1.0
+    tails: list[int] = []  # tails[k]: the smallest last position of an increasing run of length k+1
+    for p in positions:
+        k = bisect_left(tails, p)
+        if k == len(tails):
+            tails.append(p)
+        else:
+            tails[k] = p
+    return len(tails) / len(positions)
+
+
+def differences(a: str, b: str) -> list[str]:
+    """What may make two texts state different facts despite similar words.
+
+    Any of ``"word order"`` (shared content words in another order),
+    ``"numbers"`` (the numbers differ: digits or number words) and
+    ``"negation"`` (one says not/no/never/n't more often); empty when none.
+    """
+    ta, tb = words(a), words(b)
+    found = []
+    if _order_agreement(ta, tb) < 1.0:
+        found.append("word order")
+    if _numbers(ta) != _numbers(tb):
+        found.append("numbers")
+    if _negations(ta) != _negations(tb):
+        found.append("negation")
+    return found
+
+
 def similarity(a: str, b: str) -> float:
-    """Cosine similarity of the word counts of two texts (1.0 = same words, same counts)."""
-    ca, cb = Counter(words(a)), Counter(words(b))
+    """How alike two texts are, 0..1 (1.0 = the same words in the same order).
+
+    The cosine similarity of word counts, times ``(1 + order) / 2`` where
+    ``order`` is how well shared content words keep their order; at most
+    :data:`FACT_CHANGE_CAP` when :func:`differences` finds a reordering, a
+    changed number or a negation (so those are never taken for duplicates).
+    """
+    ta, tb = words(a), words(b)
+    ca, cb = Counter(ta), Counter(tb)
     if not ca or not cb:
         return 1.0 if not ca and not cb else 0.0
-    if len(ca) > len(cb):
-        ca, cb = cb, ca
-    dot = sum(n * cb.get(w, 0) for w, n in ca.items())
+    small, large = (ca, cb) if len(ca) <= len(cb) else (cb, ca)
+    dot = sum(n * large.get(w, 0) for w, n in small.items())
     norm = math.sqrt(sum(n * n for n in ca.values())) * math.sqrt(sum(n * n for n in cb.values()))
-    return round(dot / norm, 4) if norm else 0.0
+    if not norm or not dot:
+        return 0.0
+    order = _order_agreement(ta, tb)
+    score = dot / norm * (1.0 + order) / 2.0
+    if order < 1.0 or _numbers(ta) != _numbers(tb) or _negations(ta) != _negations(tb):
+        score = min(score, FACT_CHANGE_CAP)
+    return round(score, 4)

@@ -23,42 +23,64 @@ and credentials come, at sync time only, from ``GITMEM_GIT_USERNAME`` /
 ``GITMEM_GIT_PASSWORD``, the configured git ``credential.helper``, or
 ``~/.git-credentials``.  Every URL in a message has its user info replaced by
 ``***``.  A failure before the integrate step leaves the vault untouched.
+
+What a remote sends is checked before anything is written, before HEAD moves
+and before the remote-tracking ref records it (so nothing refused is
+reachable from any ref):
+
+* every tree entry the incoming commits add or change (each commit against
+  its parents, so the cost follows what arrives) must be a safe name (no
+  ``..``, ``.``, ``.git`` in any case, ``/``, ``\\``, NUL, over-long or
+  non-UTF-8 names) and a plain file or folder (no symbolic link, no
+  submodule): else :class:`~gitmem.errors.UnsafeRemoteTree`.  ``clone``
+  checks the whole history the same way before it checks anything out;
+* every new file version is scanned with the vault's ``secrets:`` policy;
+  ``refuse`` and ``redact`` (others' history cannot be rewritten here) refuse
+  the sync (``secret_detected``), ``allow`` lets it in;
+* a ``.gitmem.yaml`` that would weaken a safety setting (``secrets``,
+  ``protected_types``, ``max_content_bytes``) arrives as a file, but the local
+  value stays in force (pinned in ``.git/gitmem/config-pinned.json``, see
+  :mod:`gitmem.config`) until ``gitmem config accept``; one gitmem cannot use
+  refuses the sync (``invalid_remote_config``);
+* a memory arriving with a file name (stem, any case, any tier) the vault
+  already uses is renamed ``<stem>-2.md`` (``-3`` ...) in the merge commit, so
+  ``[[links]]`` keep one target.  A fast-forward that needs such a rename
+  becomes a merge commit (the remote's tip as second parent), so the rename
+  and the arrival are one atomic step.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
-import shlex
 import shutil
-import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
-from urllib.parse import urlparse
 
-from .errors import Conflict, InvalidInput, NotFound, SyncError
+from . import safefs
+from .catalog import stem_key
+from .errors import (Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound,
+                     SyncError, UnsafePath, UnsafeRemoteTree)
 from .gitstore import FileChange
+from .remote_trees import all_commits, check_incoming_trees, object_of, short
+from .remotes import check_name, http_credentials, normalise_url, redact
 from .treemerge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
 
 if TYPE_CHECKING:  # pragma: no cover
     from dulwich.client import GitClient
+    from dulwich.repo import Repo
     from .config import Identity
     from .vault import Vault
 
-__all__ = ["SyncMixin", "SyncReport", "Remote", "redact"]
+__all__ = ["SyncMixin", "SyncReport", "Remote", "redact", "check_incoming_trees"]
 
 MEMORY_INDEX = "MEMORY.md"
+CONFIG_FILE = ".gitmem.yaml"
 MAX_ATTEMPTS = 5
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 _ZERO = b"0" * 40
-
-
-def redact(text: str) -> str:
-    """``text`` with the user info (user, password, token) of every URL in it replaced by ``***``."""
-    return _USERINFO.sub(r"\1***@", text)
 
 
 @dataclass(frozen=True)
@@ -81,7 +103,12 @@ class SyncReport:
     ``changed``: files the integrate step changed in the working tree;
     ``merged``: memory ids merged field by field; ``conflicts``: conflict
     copies made ({id, path, copy_id, copy_path}); ``kept``: ids deleted on one
-    side and changed on the other (the changed version was kept).
+    side and changed on the other (the changed version was kept);
+    ``renamed``: arriving memories whose file name was taken ({from, to});
+    ``config_held``: safety settings of an arriving ``.gitmem.yaml`` kept at
+    the local value until ``gitmem config accept`` ({key: {kept, incoming}});
+    ``warnings``: catch-up steps after the commit that did not complete (the
+    commit is in place; the caches catch up on the next scan).
     """
 
     remote: str
@@ -95,6 +122,9 @@ class SyncReport:
     conflicts: list[dict[str, str]] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     kept_ours: list[str] = field(default_factory=list)
+    renamed: list[dict[str, str]] = field(default_factory=list)
+    config_held: dict[str, dict[str, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
     outside_edits: str | None = None
     pushed: bool = False
     retries: int = 0
@@ -106,7 +136,14 @@ class SyncReport:
 
 
 class _RemoteMoved(Exception):
-    """The remote branch is not where we fetched it: fetch and integrate again."""
+    """The remote branch is not where we fetched it: fetch and integrate again.
+
+    ``busy``: another push held the remote's ref lock (it may have failed too, so
+    the branch may still be where we saw it); retry without calling the push refused."""
+
+    def __init__(self, busy: bool = False) -> None:
+        super().__init__("busy" if busy else "moved")
+        self.busy = busy
 
 
 class SyncMixin:
@@ -116,23 +153,35 @@ class SyncMixin:
     @classmethod
     def clone(cls, url: str, path: "str | os.PathLike[str]", **kwargs: Any) -> "Vault":
         """Copy a shared vault from ``url`` into the new folder ``path`` (remote ``origin``)
-        and open it; ``kwargs`` go to :meth:`Vault.open` (``author``, ``clock``)."""
+        and open it; ``kwargs`` go to :meth:`Vault.open` (``author``, ``clock``).
+
+        The history is fetched without a checkout and every tree of it is
+        checked first (see the module doc); a remote holding an entry gitmem
+        will not write raises :class:`UnsafeRemoteTree` and the half-made
+        folder is removed (an empty folder given as ``path`` is left empty)."""
         import io
         from pathlib import Path
         from dulwich import porcelain
-        url = _normalise_url(url)
+        url = normalise_url(url)
         target = Path(path).expanduser()
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise InvalidInput(f"{target} already exists and is not an empty folder")
         created = not target.exists()
-        username, password = _http_credentials(None, url)
+        username, password = http_credentials(None, url)
         extra = {"username": username, "password": password} if password else {}
         try:
             with _remote_errors(url):
-                porcelain.clone(url, str(target), checkout=True, errstream=io.BytesIO(), **extra).close()
+                repo = porcelain.clone(url, str(target), checkout=False, errstream=io.BytesIO(), **extra)
+            try:
+                with _git_errors(f"clone from {redact(url)}"):
+                    check_incoming_trees(repo, all_commits(repo))
+                    if _head_or_none(repo) is not None:
+                        # Safe now: every entry is a checked name and a plain file or folder.
+                        repo.get_worktree().reset_index(config=repo.get_config_stack())
+            finally:
+                repo.close()
         except BaseException:
-            if created:
-                shutil.rmtree(target, ignore_errors=True)
+            _remove_clone(target, created)
             raise
         vault: "Vault" = cls.open(target, **kwargs)  # type: ignore[attr-defined]
         vault.sync_history()  # record the history now, so later syncs pay only for what arrives
@@ -145,8 +194,8 @@ class SyncMixin:
         An http(s) URL holding a user name or password is refused: gitmem never
         stores credentials (see the module doc for where they come from).
         """
-        _check_name(name)
-        url = _normalise_url(url)
+        check_name(name)
+        url = normalise_url(url)
         with self.lock.hold():
             config = self.git.repo.get_config()
             section = (b"remote", name.encode())
@@ -220,7 +269,9 @@ class SyncMixin:
 
         Never force-pushes and never drops a memory (see :mod:`gitmem.treemerge`).
         Raises :class:`SyncError` (``remote_unreachable``, ``auth_failed``,
-        ``push_rejected``, ``dirty_worktree``) with the vault left usable.
+        ``push_rejected``, ``dirty_worktree``, ``unsafe_remote_tree``,
+        ``secret_detected``, ``invalid_remote_config``, ``purged_content``,
+        ``sync_error``) with the vault left usable; never a raw exception.
         """
         started = time.perf_counter()
         who = self._author(author)
@@ -228,7 +279,8 @@ class SyncMixin:
         report = SyncReport(remote, redact(url), before=self.head)
         client, path = self._client(url)
         try:
-            self._sync_loop(client, path, url, remote, who, report, max_attempts)
+            with _git_errors(f"sync with {redact(url)}"):
+                self._sync_loop(client, path, url, remote, who, report, max_attempts)
         finally:
             _close_client(client)
         report.after = self.head
@@ -239,26 +291,33 @@ class SyncMixin:
                    who: "Identity", report: SyncReport, max_attempts: int) -> None:
         branch = self.git.head_ref()
         previous: bytes | None | object = object()
+        busy = False
         for attempt in range(max(1, max_attempts)):
+            if attempt:
+                _back_off(attempt)  # clones racing each other: do not retry in lock-step
             with _timer(report, "fetch"):
                 tip = self._fetch(client, path, url, branch, remote)
-            if attempt and tip == previous:
+            if attempt and tip == previous and not busy:
                 raise SyncError(f"the remote {redact(url)} refused the push",
                                 code="push_rejected", hint="Check the remote's branch protection.")
             previous = tip
             with self.lock.hold(), _timer(report, "integrate"):
                 self._integrate(remote, tip, who, report)
+                if tip is not None:  # only once checked and integrated (see the module doc)
+                    self._track(remote, branch, tip)
             head = self.git.head()
             if head is None or head == tip:
                 break
             try:
                 with _timer(report, "push"):
                     self._push(client, path, url, branch, tip, head)
-            except _RemoteMoved:
+            except _RemoteMoved as moved:
                 report.retries += 1
+                busy = moved.busy
                 continue
             report.pushed = True
-            self._track(remote, branch, head)
+            with self.lock.hold():
+                self._track(remote, branch, head)
             if report.action == "up_to_date":
                 report.action = "pushed"
             break
@@ -269,27 +328,44 @@ class SyncMixin:
     # ---------------------------------------------------------- transport
     def _client(self: "Vault", url: str) -> tuple["GitClient", str]:
         from dulwich.client import get_transport_and_path
-        username, password = _http_credentials(self, url)
+        username, password = http_credentials(self, url)
         with _remote_errors(url):
             return get_transport_and_path(url, config=self.git.repo.get_config_stack(), quiet=True,
                                           username=username, password=password)
 
     def _fetch(self: "Vault", client: "GitClient", path: str, url: str, branch: bytes,
                remote: str) -> bytes | None:
-        """Fetch ``branch`` from the remote; its tip (None: the remote has no such branch)."""
+        """Fetch ``branch`` from the remote; its tip (None: the remote has no such branch).
+
+        Only objects are stored: no ref records the tip until it has been checked.
+
+        The tip is the one the objects were asked for (``wants``), not the refs the
+        client reports afterwards: dulwich's local-path client reads the remote's
+        refs again once the objects are copied, so a push by another clone in
+        between would hand back a tip whose commits never arrived."""
+        from dulwich.objects import Commit
         store = self.git.repo.object_store
+        seen: list[bytes | None] = []
 
         def wants(refs: dict[bytes, bytes], *_: Any, **__: Any) -> list[bytes]:
             sha = refs.get(branch)
+            seen.append(None if sha in (None, _ZERO) else sha)
             return [sha] if sha and sha != _ZERO and sha not in store else []
 
         with _remote_errors(url):
             result = client.fetch(path.encode() if isinstance(path, str) else path, self.git.repo,
                                   determine_wants=wants)
-        tip = (result.refs or {}).get(branch)
-        tip = None if tip in (None, _ZERO) else tip
-        if tip is not None:
-            self._track(remote, branch, tip)
+        tip = seen[-1] if seen else (result.refs or {}).get(branch)
+        if tip in (None, _ZERO):
+            return None
+        try:
+            complete = isinstance(store[tip], Commit)
+        except KeyError:
+            complete = False
+        if not complete:
+            raise SyncError(f"the remote {redact(url)} advertised {tip.decode()[:12]} for "
+                            f"{branch.decode()} but did not send it", code="sync_error",
+                            hint="Sync again; the vault is unchanged.")
         return tip
 
     def _track(self: "Vault", remote: str, branch: bytes, sha: bytes) -> None:
@@ -319,15 +395,22 @@ class SyncMixin:
         def pack(have: Any, want: Any, *, ofs_delta: bool = False, progress: Any = None) -> Any:
             return repo.generate_pack_data(set(have), set(want), progress=progress, ofs_delta=ofs_delta)
 
+        from dulwich.file import FileLocked
         with _remote_errors(url):
-            result = client.send_pack(path.encode() if isinstance(path, str) else path, update_refs, pack)
+            try:
+                result = client.send_pack(path.encode() if isinstance(path, str) else path, update_refs, pack)
+            except FileLocked:
+                # A local-path remote: another clone's push holds the branch's lock file.
+                raise _RemoteMoved(busy=True) from None
         if moved:
             raise _RemoteMoved()
         status = (result.ref_status or {}).get(branch)
         if status is not None:
             text = str(status)
+            if "lock" in text:   # git: "failed to lock", "cannot lock ref ..." (another push)
+                raise _RemoteMoved(busy=True)
             if any(w in text for w in ("non-fast-forward", "fetch first", "unable to set", "stale",
-                                      "failed to lock", "cannot lock", "failed to update")):
+                                      "failed to update")):
                 raise _RemoteMoved()
             raise SyncError(f"the remote {redact(url)} refused the push: {redact(text)}",
                             code="push_rejected")
@@ -335,14 +418,20 @@ class SyncMixin:
     # ----------------------------------------------------------- integrate
     def _integrate(self: "Vault", remote: str, tip: bytes | None, who: "Identity",
                    report: SyncReport) -> None:
-        """Bring the fetched ``tip`` into our branch and working tree (lock held)."""
+        """Bring the fetched ``tip`` into our branch and working tree (lock held).
+
+        Everything that arrives is checked before anything is written (tree
+        entries, secrets, purged memories); see the module doc."""
         local = self.git.head()
         if tip is None or tip == local or (local is not None and self.git.is_ancestor(tip, local)):
             return
         if local is None:
             raise SyncError("the vault has no commits yet", hint="Create it with gitmem init first.")
+        incoming = self.git.walk_new(local, tip)
+        blobs = check_incoming_trees(self.git.repo, incoming)
+        self._check_incoming_secrets(remote, blobs)
         from .purge import purged_in
-        back = purged_in(self, self.git.walk_new(local, tip))
+        back = purged_in(self, incoming)
         if back:
             raise SyncError(
                 f"{remote} still has memory {', '.join(back)}, which was purged here; "
@@ -357,23 +446,42 @@ class SyncMixin:
         label = f"{remote}/{self.git.head_ref().rsplit(b'/', 1)[-1].decode()}"
         if self.git.is_ancestor(local, tip):
             changes = self._diff_files(local, tip)
-            self._refuse_dirty(local, changes)
-            self.git.fast_forward(local, tip, changes, f"sync: fast-forward to {label}")
-            report.action = "fast_forward"
+            if self._taken_names(local, changes):
+                # A rename cannot ride on a fast-forward (HEAD would be their tree):
+                # one merge commit does the arrival and the rename atomically.
+                changes = self._merge_commit(local, tip, label, who, report, arrived=changes)
+                report.action = "merge"
+            else:
+                self._refuse_dirty(local, changes)
+                with self._config_guard(changes, tip, report):
+                    self.git.fast_forward(local, tip, changes, f"sync: fast-forward to {label}")
+                report.action = "fast_forward"
         else:
             changes = self._merge_commit(local, tip, label, who, report)
             report.action = "merge"
         report.changed = sorted(set(report.changed) | {c.path for c in changes})
         with _timer(report, "catch_up"):
-            self._after_sync(changes)
+            self._after_sync(changes, report)
 
     def _merge_commit(self: "Vault", local: bytes, tip: bytes, label: str, who: "Identity",
-                      report: SyncReport) -> list[FileChange]:
+                      report: SyncReport, arrived: list[FileChange] | None = None) -> list[FileChange]:
+        """Commit the merge of ``tip`` into ``local`` (two parents); the files it changed.
+
+        ``arrived``: for a fast-forward that needs renames, the files that
+        differ between ``local`` and ``tip`` (taken as they are, then renamed)."""
         from dulwich.graph import find_merge_base
-        bases = find_merge_base(self.git.repo, [local, tip])
-        outcome = merge_trees(self.git, bases[0] if bases else None, local, tip,
-                              is_memory_path=self.is_memory_path, tiers=self.config.tiers)
-        changes = list(outcome.changes)
+        from .treemerge import MergeOutcome
+        if arrived is None:
+            bases = find_merge_base(self.git.repo, [local, tip])
+            outcome = merge_trees(self.git, bases[0] if bases else None, local, tip,
+                                  is_memory_path=self.is_memory_path, tiers=self.config.tiers)
+            changes = list(outcome.changes)
+        else:
+            outcome = MergeOutcome()
+            # MEMORY.md is regenerated below, as in every merge (the renamed file moved).
+            changes = [c for c in arrived if not (c.path == MEMORY_INDEX and self.config.memory_index)]
+        renames = self._taken_names(local, changes)
+        changes = [FileChange(renames.get(c.path, c.path), c.data) for c in changes]
         self._refuse_dirty(local, changes)
         if getattr(self.config, "memory_index", False) and hasattr(self, "_memory_index_change"):
             written, removed = self._parse_changes(changes)
@@ -384,17 +492,22 @@ class SyncMixin:
         lines += [f"conflict {c['id']}: theirs kept as {c['copy_path']}" for c in outcome.conflicts]
         lines += [f"kept {k} (deleted on one side, changed on the other)" for k in outcome.kept]
         lines += [f"kept ours at {p} (theirs is in the second parent)" for p in outcome.kept_ours]
+        lines += [f"renamed {old} to {new} (file name already used in the vault)"
+                  for old, new in renames.items()]
         summary = f"sync: merge {label}"
         extras = [f"{len(outcome.conflicts)} conflict(s)"] if outcome.conflicts else []
+        extras += [f"{len(renames)} renamed"] if renames else []
         message = (f"{summary}{' (' + ', '.join(extras) + ')' if extras else ''}\n\n"
                    + ("\n".join(lines) + "\n\n" if lines else "")
                    + f"Op: sync\nAgent: {who.name}\n")
-        self.git.commit_files(changes, message, who, when=self.clock().timestamp(),
-                              merge_parents=[tip])
+        with self._config_guard(changes, tip, report):
+            self.git.commit_files(changes, message, who, when=self.clock().timestamp(),
+                                  merge_parents=[tip])
         report.merged += outcome.merged
         report.conflicts += outcome.conflicts
         report.kept += outcome.kept
         report.kept_ours += outcome.kept_ours
+        report.renamed += [{"from": old, "to": new} for old, new in renames.items()]
         return changes
 
     def _diff_files(self: "Vault", old: bytes, new: bytes) -> list[FileChange]:
@@ -406,14 +519,152 @@ class SyncMixin:
                 out[change.new_path] = self.git.blob(change.new_sha)
         return [FileChange(p, d) for p, d in out.items()]
 
+    # ------------------------------------------------- what arrives, checked
+    def _current_config(self: "Vault") -> Any:
+        """The config in force now (the file on disk, pins applied); the loaded
+        one if the file cannot be read."""
+        from .config import VaultConfig
+        try:
+            return VaultConfig.load(self.root)
+        except GitmemError:
+            return self.config
+
+    def _check_incoming_secrets(self: "Vault", remote: str, blobs: dict[bytes, tuple[str, bytes]]) -> None:
+        """Apply the vault's ``secrets:`` policy to every file version that arrives.
+
+        ``redact`` cannot rewrite the remote's history, so it refuses like
+        ``refuse``; ``allow`` lets everything in.  Names file, line and kind,
+        never the value."""
+        from .secrets import policy_of, scan_text
+        try:
+            policy = policy_of(self._current_config())
+        except InvalidMetadata:
+            policy = "refuse"  # an unusable setting protects, it does not open the door
+        if policy == "allow":
+            return
+        findings: list[dict[str, Any]] = []
+        for sha, (path, commit) in blobs.items():
+            data = self.git.blob(sha)
+            if b"\x00" in data[:8000]:
+                continue  # binary (git's own test): no text secrets to find
+            text = data.decode("utf-8", "replace")
+            for found in scan_text(text, "file"):
+                findings.append({"path": path, "kind": found.kind, "line": text.count("\n", 0, found.start) + 1,
+                                 "commit": commit.decode()[:12]})
+        if findings:
+            first = findings[0]
+            more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+            raise SyncError(
+                f"{remote} holds what looks like a secret ({first['kind']} in {first['path']} line "
+                f"{first['line']}, commit {first['commit'][:7]}{more}); refusing to bring it into this "
+                "vault's history", code="secret_detected", findings=findings,
+                hint="Remove it from the remote's history (gitmem purge there, then push --force), or "
+                     "set 'secrets: allow' in .gitmem.yaml to accept it. Nothing was changed.")
+
+    def _taken_names(self: "Vault", local: bytes, changes: list[FileChange]) -> dict[str, str]:
+        """Arriving memory files whose name (stem, any case, any tier) another file
+        of the vault keeps: {path: free path with ``-2``, ``-3`` ...}."""
+        removed = {c.path for c in changes if c.data is None}
+        claimed: dict[str, str] = {}
+        arriving: list[str] = []
+        for change in changes:
+            if change.data is None or not self.is_memory_path(change.path):
+                continue
+            if self.git.blob_sha_at(local, change.path) is None:
+                arriving.append(change.path)
+            else:
+                claimed.setdefault(stem_key(change.path), change.path)
+        if not arriving:
+            return {}
+
+        def ours(key: str, path: str) -> bool:
+            # The catalog holds every memory file of our tree (pending edits were committed).
+            return any(row.path != path and row.path not in removed for row in self.catalog.by_stem(key))
+
+        renames: dict[str, str] = {}
+        for path in sorted(arriving):
+            key = stem_key(path)
+            if key not in claimed and not ours(key, path):
+                claimed[key] = path
+                continue
+            folder, _, name = path.rpartition("/")
+            stem = name[:-3]
+            n = 2
+            while True:
+                while len(f"{stem}-{n}.md".encode("utf-8")) > safefs.MAX_COMPONENT_BYTES:
+                    stem = stem[:-1]
+                candidate = f"{folder}/{stem}-{n}.md"
+                if stem_key(candidate) not in claimed and not ours(stem_key(candidate), path) \
+                        and self.git.blob_sha_at(local, candidate) is None:
+                    break
+                n += 1
+            renames[path] = candidate
+            claimed[stem_key(candidate)] = candidate
+        return renames
+
+    @contextmanager
+    def _config_guard(self: "Vault", changes: list[FileChange], source: bytes,
+                      report: SyncReport) -> Iterator[None]:
+        """Around the write of ``changes``: an arriving ``.gitmem.yaml`` that weakens a
+        safety setting is written, but the local value is pinned first (so it is in
+        force even if the process dies right after the write), and reported."""
+        from .config import (SAFETY_KEYS, VaultConfig, pin_entries, weakened_settings, write_pins)
+        change = next((c for c in changes if c.path == CONFIG_FILE), None)
+        if change is None:
+            yield
+            return
+        try:
+            incoming = VaultConfig.parse(change.data)
+        except InvalidMetadata as exc:
+            raise SyncError(f"the remote's {CONFIG_FILE} cannot be used: {exc.message}",
+                            code="invalid_remote_config",
+                            hint=f"Fix {CONFIG_FILE} on the remote, then sync again; nothing was changed.") from None
+        weakened = weakened_settings(self._current_config(), incoming)
+        before = pin_entries(self.root)
+        after = {key: before[key] for key in before if key in SAFETY_KEYS}
+        for key in SAFETY_KEYS:
+            if key in weakened:
+                after[key] = {**weakened[key], "commit": source.decode()}
+            else:
+                after.pop(key, None)  # the arriving file is at least as strict as what is in force
+        if after != before:
+            write_pins(self.root, after)
+        try:
+            yield
+        except BaseException:
+            if after != before:
+                write_pins(self.root, before)
+            raise
+        report.config_held.update(weakened)
+
+    # ------------------------------------------------------ config pins
+    def pending_config(self: "Vault") -> dict[str, dict[str, Any]]:
+        """Safety settings a sync held back: {key: {kept, file, since}} (see
+        :func:`gitmem.config.pending_changes`)."""
+        from .config import pending_changes
+        return pending_changes(self.root)
+
+    def accept_config(self: "Vault", keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Let the ``.gitmem.yaml`` values a sync held back take effect (``keys``:
+        some of ``secrets``, ``protected_types``, ``max_content_bytes``; None: all).
+        Returns what was accepted ({key: {kept, file, since}})."""
+        from .config import SAFETY_KEYS, VaultConfig, clear_pins
+        unknown = sorted(set(keys or []) - set(SAFETY_KEYS))
+        if unknown:
+            raise InvalidInput(f"unknown setting(s) {', '.join(unknown)}",
+                               hint=f"Held-back settings are among: {', '.join(SAFETY_KEYS)}.")
+        with self.lock.hold():
+            pending = self.pending_config()
+            clear_pins(self.root, keys)
+            self.config = VaultConfig.load(self.root)
+        return {k: v for k, v in pending.items() if keys is None or k in keys}
+
+    # ------------------------------------------------------ work tree
     def _commit_pending_edits(self: "Vault") -> str | None:
         """Commit outside edits (memory files, and a hand-edited MEMORY.md) before integrating."""
         sha = self.commit_outside_edits()
         head = self.git.head()
-        try:
-            on_disk = (self.root / MEMORY_INDEX).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
-            on_disk = None
+        on_disk = safefs.read_or_none(self.root, MEMORY_INDEX)  # a link there is never followed
         committed = self.git.read_at(head, MEMORY_INDEX)
         if on_disk is not None and committed is not None and on_disk != committed:
             sha = self.git.commit_files(
@@ -424,17 +675,20 @@ class SyncMixin:
         return sha
 
     def _refuse_dirty(self: "Vault", head: bytes, changes: list[FileChange]) -> None:
-        """Raise ``dirty_worktree`` if a file about to be replaced holds uncommitted edits."""
+        """Raise ``dirty_worktree`` if a file about to be replaced holds uncommitted
+        edits, ``unsafe_path`` if a symbolic link is on the way to one."""
         from dulwich.objects import Blob
-        dirty = []
+        dirty, links = [], []
         for change in changes:
-            target = self.root / change.path
             try:
-                data: bytes | None = target.read_bytes()
+                data: bytes | None = safefs.read_bytes(self.root, change.path)
             except (FileNotFoundError, NotADirectoryError):
                 data = None
             except IsADirectoryError:
                 dirty.append(change.path)
+                continue
+            except InvalidPath:  # UnsafePath: a link at the file or a folder on the way
+                links.append(change.path)
                 continue
             if data == change.data:
                 continue
@@ -443,118 +697,91 @@ class SyncMixin:
                 continue
             if data is None or committed is None or Blob.from_string(data).id != committed:
                 dirty.append(change.path)
+        if links:
+            raise SyncError(f"a symbolic link is on the way to files the sync would write: {_listing(links)}",
+                            code="unsafe_path", hint="gitmem never writes through links: replace the "
+                            "link with a real file or folder ('gitmem doctor' lists them); nothing was changed.")
         if dirty:
-            listing = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
-            raise SyncError(f"uncommitted changes to files the sync would replace: {listing}",
+            raise SyncError(f"uncommitted changes to files the sync would replace: {_listing(dirty)}",
                             code="dirty_worktree",
                             hint="Commit them with git (or undo them), then sync again; nothing was changed.")
 
-    def _after_sync(self: "Vault", changes: list[FileChange]) -> None:
+    def _after_sync(self: "Vault", changes: list[FileChange], report: SyncReport | None = None) -> None:
         """Catalog, history and search index catch up with what arrived (lock held).
 
         The same steps as after a local write (each arrived file parsed once,
         then catalog rows and index documents for just those paths), and the
-        memory history from the new commits (:meth:`sync_history`).
+        memory history from the new commits (:meth:`sync_history`).  The commit
+        is already in place, so a step that fails (a hostile file, a full disk)
+        is reported in ``report.warnings`` and left to catch up later, never
+        raised half-way.
         """
         from .config import VaultConfig
         from .reading import row_fields
-        if any(c.path == ".gitmem.yaml" for c in changes):
-            self.config = VaultConfig.load(self.root)
-        written, removed = self._parse_changes(changes)
-        with self.catalog.transaction():
-            self.catalog.drop(removed)
-            for path, (memory, blob_hash) in written.items():
-                self.catalog.put(path, memory.id, os.stat(self.root / path), *row_fields(memory), blob_hash)
-        self._index_changes(written, removed)
-        self.sync_history()
+        problems: list[str] = []
+        if any(c.path == CONFIG_FILE for c in changes):
+            try:
+                self.config = VaultConfig.load(self.root)
+            except GitmemError as exc:
+                problems.append(f"{CONFIG_FILE} not reloaded ({exc.message}); the previous settings stay in force")
+        try:
+            written, removed = self._parse_changes(changes)
+            with self.catalog.transaction():
+                self.catalog.drop(removed)
+                for path, (memory, blob_hash) in written.items():
+                    try:
+                        st = safefs.lstat(self.root, path)
+                    except InvalidPath:
+                        st = None
+                    self.catalog.put(path, memory.id, st, *row_fields(memory), blob_hash)
+            self._index_changes(written, removed)
+        except Exception as exc:  # noqa: BLE001 - the commit stands; the caches catch up later
+            self._scanned = False  # the next read re-scans the files
+            problems.append(f"catalog and search index not updated ({type(exc).__name__}: {exc}); "
+                            "they catch up on the next read, or run 'gitmem reindex'")
+        try:
+            self.sync_history()
+        except Exception as exc:  # noqa: BLE001 - same: history catches up on the next write
+            problems.append(f"memory history not updated ({type(exc).__name__}: {exc})")
         self._schedule_index_flush()
+        if report is not None:
+            report.warnings += problems
+
+
+def _listing(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+def _head_or_none(repo: "Repo") -> bytes | None:
+    try:
+        return repo.refs[b"HEAD"]
+    except KeyError:
+        return None
+
+
+def _remove_clone(target: "os.PathLike[str]", created: bool) -> None:
+    """Undo a refused or failed clone: the folder made for it, or what was put in
+    the empty folder the caller gave (links are removed, never followed)."""
+    from pathlib import Path
+    folder = Path(target)
+    if created:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return
+    for child in children:
+        try:
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink()
+        except OSError:
+            continue
 
 
 # ------------------------------------------------------------ helpers
-def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not _NAME.match(name) or ".." in name or name.endswith((".lock", ".")):
-        raise InvalidInput(f"invalid remote name {name!r}",
-                           hint="Use letters, digits, '.', '_' or '-', e.g. origin.")
-
-
-def _normalise_url(url: str) -> str:
-    if not isinstance(url, str) or not url.strip() or any(c in url for c in "\n\r\x00"):
-        raise InvalidInput("remote URL is empty or has control characters")
-    url = url.strip()
-    parsed = urlparse(url)
-    if "://" in url:
-        if parsed.scheme not in ("file", "ssh", "git", "http", "https", "git+ssh", "ssh+git"):
-            raise InvalidInput(f"unsupported remote URL scheme {parsed.scheme!r}",
-                               hint="Use a path, ssh://, user@host:path or https://.")
-        if parsed.password or (parsed.scheme in ("http", "https") and parsed.username):
-            raise InvalidInput(
-                f"the remote URL {redact(url)} contains credentials; gitmem does not store them",
-                code="credentials_in_url",
-                hint="Give the URL without user:password@ and provide credentials through a git "
-                     "credential helper, ~/.git-credentials, or GITMEM_GIT_USERNAME/GITMEM_GIT_PASSWORD.")
-        return url
-    if re.match(r"^[^/\\]+@[^/\\:]+:", url) or (re.match(r"^[A-Za-z0-9.-]+:", url) and not os.path.exists(url)):
-        return url  # scp-like ssh: user@host:path
-    return os.path.abspath(os.path.expanduser(url))
-
-
-def _http_credentials(vault: "Vault | None", url: str) -> tuple[str | None, str | None]:
-    """(username, password) for an http(s) remote, looked up now and never stored."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        return None, None
-    if parsed.username:
-        return None, None  # dulwich takes them from the URL (configured by hand)
-    env_user, env_pass = os.environ.get("GITMEM_GIT_USERNAME"), os.environ.get("GITMEM_GIT_PASSWORD")
-    if env_pass:
-        return env_user or "git", env_pass
-    found = _credential_helper(vault, parsed.scheme, parsed.hostname, parsed.path.lstrip("/")) \
-        if vault is not None else None
-    if found:
-        return found
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    for fname in (os.path.join(home, ".git-credentials"), os.path.join(xdg, "git", "credentials")):
-        try:
-            with open(fname, encoding="utf-8") as handle:
-                for line in handle:
-                    entry = urlparse(line.strip())
-                    if entry.scheme == parsed.scheme and entry.hostname == parsed.hostname and entry.password:
-                        from urllib.parse import unquote
-                        return unquote(entry.username or ""), unquote(entry.password)
-        except OSError:
-            continue
-    return None, None
-
-
-def _credential_helper(vault: "Vault", scheme: str, host: str, path: str) -> tuple[str, str] | None:
-    """Ask the configured ``credential.helper`` (git's protocol: ``get`` on stdin)."""
-    try:
-        helper = vault.git.repo.get_config_stack().get((b"credential",), b"helper").decode()
-    except KeyError:
-        return None
-    helper = helper.strip()
-    if not helper:
-        return None
-    if helper.startswith("!"):
-        argv = ["/bin/sh", "-c", helper[1:] + " get"]
-    else:
-        parts = shlex.split(helper)
-        program = parts[0] if os.path.isabs(parts[0]) else shutil.which(f"git-credential-{parts[0]}")
-        if program is None:
-            return None
-        argv = [program, *parts[1:], "get"]
-    request = f"protocol={scheme}\nhost={host}\npath={path}\n\n"
-    try:
-        done = subprocess.run(argv, input=request, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    answer = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-    if done.returncode == 0 and answer.get("password"):
-        return answer.get("username", ""), answer["password"]
-    return None
-
-
 @contextmanager
 def _timer(report: SyncReport, name: str) -> Iterator[None]:
     start = time.perf_counter()
@@ -563,6 +790,12 @@ def _timer(report: SyncReport, name: str) -> Iterator[None]:
     finally:
         spent = (time.perf_counter() - start) * 1000
         report.timings_ms[name] = round(report.timings_ms.get(name, 0.0) + spent, 1)
+
+
+def _back_off(attempt: int) -> None:
+    """Wait a little, randomly, before retry ``attempt`` (1, 2 ...): clones that
+    lost the same race spread out instead of colliding again."""
+    time.sleep(random.uniform(0.0, min(0.05 * 2 ** attempt, 1.0)))
 
 
 def _close_client(client: "GitClient") -> None:
@@ -609,3 +842,16 @@ def _remote_errors(url: str) -> Iterator[None]:
                                                                "Resolution", "Protocol", "SSL")) else "sync_error"
         raise SyncError(f"sync with {shown} failed: {name}: {redact(str(exc))}", code=code,
                         hint="The vault is unchanged.") from None
+
+
+@contextmanager
+def _git_errors(what: str) -> Iterator[None]:
+    """Anything that is not a gitmem error (dulwich's, the file system's) becomes a
+    :class:`SyncError`: a sync racing other processes never ends in a traceback."""
+    try:
+        yield
+    except (GitmemError, _RemoteMoved):
+        raise
+    except Exception as exc:  # noqa: BLE001 - dulwich and OS errors vary
+        raise SyncError(f"{what} failed: {type(exc).__name__}: {redact(str(exc))}", code="sync_error",
+                        hint="Run it again; what was committed so far is kept.") from exc

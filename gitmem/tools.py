@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .vault import Vault
 
 __all__ = ["Tool", "ToolContext", "Toolbox", "ToolFailure", "PROFILES", "profile_names", "profile_tools",
-           "export", "validate_arguments", "error_result", "FORMATS"]
+           "export", "validate_arguments", "error_result", "protected_hint", "FORMATS"]
 
 FORMATS = ("openai", "anthropic", "mcp")
 #: profile name -> one-line description (the tools register themselves in ``_REGISTRY``).
@@ -59,17 +59,38 @@ _MODULES = {"gitmem": "tools_native", "files": "tools_files", "index": "tools_fi
             "agentos": "tools_seeds", "vault": "tools_seeds", "fsm": "tools_seeds", "claude": "tools_claude"}
 _REGISTRY: dict[str, dict[str, "Tool"]] = {name: {} for name in PROFILES}
 
+_PERSON = ("ask the person to make the change with the gitmem command line and --force (recorded in the "
+           "commit), e.g. `gitmem edit REF --body '...' --force`, `gitmem mv`, `gitmem rm`, `gitmem archive` "
+           "or `gitmem merge` with --force")
 _HINTS = {
     "invalid_arguments": "Fix the arguments to match the tool's input schema and call again.",
     "unknown_tool": "Call one of the tools listed for this session.",
     "not_found": "Check the id or path; search or list memories to find the right one.",
-    "protected": "Protected memories (goals, rules, constraints) cannot be changed by an agent tool; "
-                 "ask the user.",
+    "protected": f"Protected memories (goals, rules, constraints) cannot be changed by agent tools; {_PERSON}.",
     "conflict": "Re-read the current state and retry with a different name or after the other change.",
     "vault_busy": "Another writer holds the vault; retry in a moment.",
     "not_available": "This gitmem version lacks the feature; use another tool or upgrade gitmem.",
     "internal_error": "This is a bug in gitmem, not in your call; try another approach and report it.",
 }
+# What an agent can do about a ``protected`` refusal, per profile.  The exception's own
+# hint ("pass force=True") is for Python and CLI users; agent tools have no force argument.
+_PROTECTED_HINTS = {
+    "gitmem": "Goals, rules and constraints cannot be changed by agent tools. Record new information as a "
+              f"new memory (memory_add), or {_PERSON}.",
+    "agentos": "This trace is a protected goal, rule or constraint kept in gitmem; agent tools cannot "
+               f"change, delete or merge it. Store new information with memory_add, or {_PERSON}.",
+    "vault": "write_memory may supersede or update constraints, but not goals or rules (kept by another "
+             "tool or a person). Write a new memory linked with relationType 'contradicts' or 'refines' "
+             f"instead, or {_PERSON}.",
+    "fsm": "Goals and rules are never compressed or archived: leave them out of the filenames "
+           "(compress_tier never lists them); change them with update_memory. Other protected memories "
+           f"(constraints) cannot be changed by these tools: {_PERSON}.",
+}
+
+
+def protected_hint(profile: str) -> str:
+    """The hint an agent using ``profile`` gets with a ``protected`` error: what it can do."""
+    return _PROTECTED_HINTS.get(profile) or _HINTS["protected"]
 
 
 @dataclass(frozen=True)
@@ -337,7 +358,7 @@ class Toolbox:
         ``arguments`` may be a mapping or a JSON string (as OpenAI sends them).
         Never raises (except KeyboardInterrupt/SystemExit).
         """
-        from .errors import GitmemError
+        from .errors import GitmemError, Protected
         t = self.tools.get(name)
         if t is None:
             return error_result("unknown_tool", f"no tool named {name!r} in profile {self.profile!r}",
@@ -359,7 +380,10 @@ class Toolbox:
         except ToolFailure as exc:
             return error_result(exc.code, exc.message, exc.hint)
         except GitmemError as exc:
-            return error_result(exc.code, exc.message, exc.hint)
+            hint = exc.hint
+            if exc.code == "protected" and hint in (None, Protected.default_hint):
+                hint = protected_hint(self.profile)  # no tool has a force argument to pass
+            return error_result(exc.code, exc.message, hint)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - the promise: tools never raise to the agent

@@ -15,12 +15,16 @@ each command is one Vault call and each change is one commit:
 ``rename``     ``old_path`` -> ``new_path`` (never overwrites)
 =============  ==========================================================
 
-``/memories`` is the root of the vault's file view (:mod:`gitmem.rawfiles`):
-``/memories/notes.md`` is ``long_term/notes.md``; ``/memories/short_term/...``
-reaches the other tiers.  Paths are validated strictly: they must be
-``/memories`` or start with ``/memories/``; ``..``, encoded traversal,
-absolute paths inside, hidden folders and symlinks out of the vault are
-refused.  Result and error texts are those the memory tool's reference
+``/memories`` is the root of the vault's *readable* file view
+(:mod:`gitmem.rawfiles`): ``/memories/notes.md`` is ``long_term/notes.md``;
+``/memories/short_term/...`` reaches the other tiers.  A memory gitmem placed
+in its hash folders (``short_term/9/0/rust.md``) shows as
+``/memories/short_term/rust.md`` (long-term ones as ``/memories/rust.md``);
+files the agent made keep their own paths; deleted memories are not shown.
+Every command maps a shown path back to the real file.  Paths are validated
+strictly: they must be ``/memories`` or start with ``/memories/``; ``..``,
+encoded traversal, absolute paths inside, hidden folders and symlinks out of
+the vault are refused.  Result and error texts are those the memory tool's reference
 implementation gives, so prompts written for it work unchanged; errors come
 back as ``{"error": {...}}`` whose ``message`` is that text
 (:meth:`Toolbox.call_text` returns it alone, for ``is_error`` tool results).
@@ -28,7 +32,6 @@ back as ``{"error": {...}}`` whose ``message`` is that text
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from .errors import InvalidPath, NotFound
@@ -107,9 +110,8 @@ def _rel(ctx: ToolContext, path: str) -> str:
     if not inner:
         return ""
     try:
-        rel = ctx.vault.file_path(inner)
-        from .paths import inside
-        inside(ctx.vault.root, rel)
+        rel = ctx.vault.readable_path(inner)  # a shown spelling -> the real file
+        ctx.vault.file_kind(rel)  # the path gate: a symbolic link on the way is refused
     except InvalidPath as exc:
         if ".." in exc.message or "outside" in exc.message or "absolute" in exc.message:
             raise ToolFailure("invalid_path", f"Path {path} would escape /memories directory",
@@ -125,14 +127,11 @@ def _missing(path: str) -> ToolFailure:
 
 def _kind(ctx: ToolContext, rel: str) -> str | None:
     """"file", "dir" or None for a vault path ("" = the view root)."""
-    full = ctx.vault.root / (rel or ctx.vault.files_tier)
-    if full.is_symlink():
-        return None
-    if full.is_file():
-        return "file"
-    if full.is_dir():
-        return "dir"
-    return None
+    try:
+        kind = ctx.vault.file_kind(rel or ctx.vault.files_tier)
+    except InvalidPath as exc:
+        raise ToolFailure("invalid_path", exc.message, exc.hint) from None
+    return {"file": "file", "folder": "dir"}.get(kind or "")
 
 
 def _size(num: float) -> str:
@@ -169,17 +168,17 @@ def _view(ctx: ToolContext, path: str, view_range: list[int] | None) -> str:
 
 def _view_dir(ctx: ToolContext, path: str, rel: str) -> str:
     vault = ctx.vault
-    base = vault.view_path(rel) if rel else ""  # the folder, spelled in the file view
+    # The folder spelled in the readable view ("" = its root, the files tier folder).
+    base = "" if rel in ("", vault.files_tier) else vault.view_path(rel)
     children: dict[str, set[str]] = {}
     sizes: dict[str, int] = {}
-    for full in vault.list_files():
-        vpath = vault.view_path(full)
-        if base and not vpath.startswith(base + "/"):
+    for entry in vault.readable_files(rel or None):
+        if base and not entry.view.startswith(base + "/"):
             continue
-        parts = (vpath[len(base) + 1:] if base else vpath).split("/")
+        parts = (entry.view[len(base) + 1:] if base else entry.view).split("/")
         for depth in range(len(parts)):
             children.setdefault("/".join(parts[:depth]), set()).add("/".join(parts[:depth + 1]))
-        sizes["/".join(parts)] = os.stat(vault.root / full).st_size
+        sizes["/".join(parts)] = vault.file_size(entry.path)
     lines = [f"{_size(_dir_size(ctx, base))}\t{path}"]
 
     def walk(parent: str, depth: int) -> None:
@@ -201,8 +200,8 @@ def _dir_size(ctx: ToolContext, view: str) -> int:
     """The size the file system reports for a folder of the file view ("" = the root)."""
     vault = ctx.vault
     try:
-        return os.stat(vault.root / vault.file_path(view)).st_size
-    except OSError:
+        return vault.file_size(vault.file_path(view))
+    except InvalidPath:
         return 0
 
 

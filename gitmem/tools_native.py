@@ -53,9 +53,11 @@ def _dict(value: Any) -> Any:
       """Store a new memory (one Markdown file, one git commit). Use for anything worth remembering across
       sessions: a fact, a preference, a decision, a task. The title defaults to the content's first line.
       With dedup: true a near-duplicate (>=92% similar) is skipped and a close variant (>=80%) supersedes
-      the old memory; identical content is never stored twice. The same external_write_id again returns
-      the first write (idempotent retries). Returns {"id", "path", "status": "created" | "skipped" |
-      "superseded", "duplicate_of", "superseded", "similarity", "commit"}.""",
+      the old memory; identical content is never stored twice; similarity respects word order, and a text
+      with other numbers or a negation is never skipped. external_write_id is an upsert key: the same key
+      with different content updates that memory (status updated, one commit), with the same content
+      nothing is written (skipped). Returns {"id", "path", "status": "created" | "skipped" | "superseded" |
+      "updated", "duplicate_of", "superseded", "similarity", "commit"}.""",
       obj({"content": string("The memory text (Markdown).", minLength=1, maxLength=_CONTENT),
            "title": string("A short distinctive title (default: the first line of content).", maxLength=200),
            "type": _enum(_TYPES, "Kind of memory (default memory). goal, rule and constraint are protected."),
@@ -71,11 +73,11 @@ def _dict(value: Any) -> Any:
            "source": string("Where it came from (a URL, a conversation id ...).", maxLength=1000),
            "expires": string("ISO 8601 date or time after which it no longer holds.", maxLength=40),
            "dedup": boolean("Skip or supersede near-duplicates (default false)."),
-           "external_write_id": string("Idempotency key: a retry with the same key writes nothing.",
-                                       minLength=1, maxLength=200)},
+           "external_write_id": string("Upsert key: the same key again updates that memory (or writes "
+                                       "nothing when the content is the same).", minLength=1, maxLength=200)},
           ["content"]),
       title="Add memory")
-def add(ctx: ToolContext, content: str, title: str | None = None, type: str = "memory",
+def add(ctx: ToolContext, content: str, title: str | None = None, type: str | None = None,
         tier: str | None = None, tags: list[str] | None = None, scope: str | None = None,
         importance: int | None = None, confidence: int | None = None, summary: str | None = None,
         entities: list[str] | None = None, related: list[str] | None = None, supersedes: str | None = None,
@@ -85,7 +87,7 @@ def add(ctx: ToolContext, content: str, title: str | None = None, type: str = "m
                                importance=importance, confidence=confidence, summary=summary,
                                entities=entities, related=related, supersedes=supersedes, source=source,
                                expires=expires, dedup=dedup, external_write_id=external_write_id,
-                               author=ctx.author)
+                               upsert=True, author=ctx.author)
     return {"id": result.id, "path": result.path, "status": result.status,
             "duplicate_of": result.duplicate_of, "superseded": list(result.superseded or []),
             "similarity": result.similarity, "commit": result.commit}

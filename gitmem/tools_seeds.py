@@ -9,16 +9,23 @@ agent.
   ``{"deleted": false}`` as in the seed.
 * ``vault``: ``write_memory`` stores every seed parameter (agentId, modelId,
   writeReason ... as snake_case frontmatter fields); ids are gitmem ids (UUIDs).
+  ``externalWriteId`` is an upsert key.  Agents may supersede and upsert
+  constraints (never goals or rules).
 * ``fsm``: memories are addressed by file name (unique across tiers in a
   gitmem vault); ``compress_tier`` -> ``create_memory`` (summary, next tier) ->
   ``archive_memories`` (tracked moves to ``archive/``) works as the seed shows.
+  Goals and rules are protected from compression and archiving only:
+  ``update_memory`` changes them.
+
+What an agent may do to protected memories in each profile is tabled in the
+README ("Protected memories and agents").
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import AmbiguousReference, InvalidInput, NotFound
+from .errors import AmbiguousReference, ContentTooLarge, InvalidInput, NotFound
 from .tools import ToolContext, ToolFailure, boolean, integer, obj, string, strings, tool
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,8 +82,9 @@ def _trace_memory(ctx: ToolContext, trace_id: str) -> "Memory | None":
 @tool("agentos", "memory_add",
       """Store a new memory trace. Use when you learn a new fact about the user (type 'semantic'), want to
       record a conversation event ('episodic'), a how-to ('procedural') or a future task ('prospective').
-      Identical (or >=92% similar) content with the same type and scope is not stored twice: the existing
-      trace id is returned; a close variant (>=80% similar) supersedes the old trace. Writes one git commit.
+      Identical content (same words, ignoring case and punctuation) with the same type and scope is not
+      stored twice: the existing trace id is returned and nothing is written. Any other content is stored
+      as a new trace (one git commit); near-identical traces are merged later by memory_reflect.
       Returns {"traceId": "mt_<uuid>"}.""",
       obj({"content": string("The text content to remember.", minLength=1, maxLength=_CONTENT),
            "type": {"type": "string", "enum": _TULVING, "description": "Tulving memory type (default episodic)."},
@@ -86,7 +94,8 @@ def _trace_memory(ctx: ToolContext, trace_id: str) -> "Memory | None":
       title="Add memory trace")
 def agentos_add(ctx: ToolContext, content: str, type: str = "episodic", scope: str = "user",
                 tags: list[str] | None = None) -> dict[str, Any]:
-    # dedup="exact" is the content-hash check of seed 002 (identical text, same type and scope).
+    # dedup="exact" is the contract's content-hash check (identical text, same type and scope).
+    # Nothing looser: every other trace is stored, and memory_reflect merges near-identical ones.
     result = ctx.need("write")(content, type=type, scope=scope, tags=tags or [], strength=1.0,
                                dedup="exact", author=ctx.author)
     return {"traceId": _trace(_written_id(result))}
@@ -148,7 +157,11 @@ def agentos_merge(ctx: ToolContext, traceIds: list[str], content: str | None = N
     ids = list(dict.fromkeys(m.id for m in memories))
     if len(ids) < 2:
         raise ToolFailure("invalid_arguments", "memory_merge needs at least 2 different traces")
-    result = ctx.need("merge")(ids, content, author=ctx.author)
+    if content is None:
+        # The contract: without content, the merged trace is the sources' contents concatenated.
+        by_id = {m.id: m for m in memories}
+        content = "\n\n".join(_body(by_id[i]) for i in ids if _body(by_id[i]))
+    result = ctx.need("merge")(ids, content or None, author=ctx.author)
     return {"mergedTraceId": _trace(result.memory.id), "sourcesDeleted": len(result.sources)}
 
 
@@ -212,13 +225,17 @@ def _id_string(description: str) -> dict[str, Any]:
 @tool("vault", "write_memory",
       """Create or upsert a durable memory entry. Memory types: fact (durable knowledge, importance 3-5),
       skill (procedures/how-tos, 3-5), preference (user style/choices, 2-4), constraint (hard rules/limits,
-      4-5; protected from agent edits), task (active work items, 2-4), episodic (session summaries, 1-3),
-      correction (superseded knowledge; always set supersededById, 3-5). Importance: 5=critical, 4=important,
-      3=standard (default), 2=supplementary, 1=low-value. Confidence: 5=verified, 4=observed multiple times,
-      3=reasonable inference (default), 2=uncertain, 1=speculative. With dedup: true, >92% similarity to an
-      existing memory = skip, >80% = supersede the old one, else create. The same externalWriteId again
-      returns the first write's id (idempotent). Writes one git commit unless skipped. Returns {"id": uuid,
-      "status": "created" | "skipped" | "superseded"}.""",
+      4-5; protected: kept out of consolidation, changed only by superseding or upserting it here),
+      task (active work items, 2-4), episodic (session summaries, 1-3), correction (superseded knowledge;
+      always set supersededById, 3-5). Importance: 5=critical, 4=important, 3=standard (default),
+      2=supplementary, 1=low-value. Confidence: 5=verified, 4=observed multiple times, 3=reasonable
+      inference (default), 2=uncertain, 1=speculative. With dedup: true, >92% similarity to an existing
+      memory of the same type = skip, >80% = supersede the old one, else create; similarity respects word
+      order, and a text with other numbers or a negation is never skipped. relatedMemoryIds with
+      relationType supersedes marks that memory superseded (it stays readable). externalWriteId is an
+      upsert key: the same key with different content updates that memory (status updated, a new version);
+      with the same content nothing is written (skipped). Writes one git commit unless skipped. Returns
+      {"id": uuid, "status": "created" | "skipped" | "superseded" | "updated"}.""",
       obj({"content": string("Memory content in plain text.", minLength=1, maxLength=_CONTENT),
            "memoryType": {"type": "string", "enum": _VAULT_TYPES, "description": "Type (default fact)."},
            "summary": string("Optional short summary.", maxLength=500),
@@ -231,7 +248,8 @@ def _id_string(description: str) -> dict[str, Any]:
            "agentRunId": _id_string("Agent run identifier."),
            "sourceMessageId": _id_string("Source message UUID."),
            "writeReason": string("Why this memory should be stored.", maxLength=2000),
-           "externalWriteId": _id_string("Idempotency key for upsert behavior."),
+           "externalWriteId": _id_string("Idempotency key for upsert behavior: the same key again updates "
+                                         "that memory."),
            "relatedMemoryIds": {"type": "array", "maxItems": 100, "description": (
                "Links to related memories with relation type."), "items": obj({
                    "memoryId": _id_string("Related memory id (UUID)."),
@@ -244,7 +262,8 @@ def _id_string(description: str) -> dict[str, Any]:
            "dedup": boolean("Run semantic dedup before writing. >92% match = skip, >80% = supersede old.")},
           ["content"]),
       title="Write memory")
-def vault_write(ctx: ToolContext, content: str, memoryType: str = "fact", summary: str | None = None,  # noqa: N803
+def vault_write(ctx: ToolContext, content: str, memoryType: str | None = None,  # noqa: N803 - seed names
+                summary: str | None = None,
                 vaultId: str | None = None, importance: int | None = None, confidence: int | None = None,
                 agentId: str | None = None, agentType: str | None = None, modelId: str | None = None,
                 agentRunId: str | None = None, sourceMessageId: str | None = None,
@@ -258,10 +277,26 @@ def vault_write(ctx: ToolContext, content: str, memoryType: str = "fact", summar
     extra = {_PROVENANCE[k]: v for k, v in given.items() if v not in (None, [], "")}
     related = [{"id": r["memoryId"], "relation": r["relationType"]} for r in relatedMemoryIds or []]
     supersedes = next((r["id"] for r in related if r["relation"] == "supersedes"), None)
-    result = ctx.need("write")(content, type=memoryType, summary=summary, importance=importance,
-                               confidence=confidence, entities=entities, related=related or None,
-                               supersedes=supersedes, superseded_by=supersededById,
-                               external_write_id=externalWriteId, dedup=dedup, author=ctx.author, **extra)
+    try:
+        # allow_protected: the contract lets agents maintain constraints (supersede a constraint
+        # by a correction or a dedup match, upsert one by externalWriteId): each is a commit and
+        # the old text stays readable.  Goals and rules of other tools stay refused.
+        # An upsert without memoryType keeps the stored type; a new memory is a fact by default.
+        result = ctx.need("write")(content, type=memoryType, default_type="fact", summary=summary,
+                                   importance=importance, confidence=confidence, entities=entities,
+                                   related=related or None, supersedes=supersedes, superseded_by=supersededById,
+                                   external_write_id=externalWriteId, upsert=True, dedup=dedup,
+                                   allow_protected=_VAULT_TYPES, author=ctx.author, **extra)
+    except ContentTooLarge as exc:
+        limit = ctx.vault.config.max_content_bytes
+        size = len(content.encode("utf-8", "surrogatepass"))
+        raise ToolFailure(
+            "content_too_large",
+            f"write_memory accepts up to {_CONTENT:,} characters and this content has {len(content):,}, "
+            f"but it is {size:,} bytes as UTF-8 and this gitmem vault stores memory files of at most "
+            f"{limit:,} bytes (max_content_bytes in .gitmem.yaml): {exc.message}",
+            "Split the content into several write_memory calls, or ask the person to raise max_content_bytes "
+            "in .gitmem.yaml.") from None
     return {"id": _written_id(result), "status": result.status}
 
 
@@ -339,8 +374,9 @@ def _fsm_find(ctx: ToolContext, filename: str, tier: str | None = None) -> "Memo
 @tool("fsm", "create_memory",
       """Create a new memory file (Markdown with YAML frontmatter) in a tier: short_term (default) for
       fresh notes, mid_term/long_term for consolidated knowledge (put compress_tier summaries in the next
-      tier up). Types: memory (default), goal, rule; goals and rules are protected from compression,
-      archiving and edits. Writes one git commit. Returns {"filename", "title", "tier", "type", "tags"}.""",
+      tier up). Types: memory (default), goal, rule; goals and rules are protected from compression and
+      archiving (compress_tier leaves them out, archive_memories refuses them); update_memory changes them.
+      Writes one git commit. Returns {"filename", "title", "tier", "type", "tags"}.""",
       obj({"content": string("The body of the memory.", maxLength=_CONTENT),
            "title": string("Distinctive title for the memory.", minLength=1, maxLength=200),
            "tags": strings("Tags for categorization.", maxItems=50),
@@ -366,9 +402,10 @@ def fsm_read(ctx: ToolContext, filename: str, tier: str | None = None) -> dict[s
 
 
 @tool("fsm", "update_memory",
-      """Update an existing memory: new content and/or tags (each replaces the old value), and/or move it to
-      another tier (e.g. promote to mid_term). Goals and rules are protected. Writes one git commit (a tier
-      change is a tracked move). Returns {"filename", "title", "tier", "type", "tags"}.""",
+      """Update an existing memory, goals and rules included: new content and/or tags (each replaces the old
+      value), and/or move it to another tier (e.g. promote to mid_term). Writes one git commit (a tier
+      change is a tracked move; earlier versions stay in git history). Returns {"filename", "title", "tier",
+      "type", "tags"}.""",
       obj({"filename": string("The filename to update.", minLength=1, maxLength=300),
            "content": string("New content.", maxLength=_CONTENT),
            "tags": strings("New tags.", maxItems=50),
@@ -379,13 +416,17 @@ def fsm_update(ctx: ToolContext, filename: str, content: str | None = None, tags
                tier: str | None = None) -> dict[str, Any]:
     vault = ctx.vault
     memory = _fsm_find(ctx, filename)
+    # Goals and rules are protected from compression and archiving only: updating one's own
+    # goal is the ordinary flow here.  Protected types this profile does not manage
+    # (constraints) stay refused.
+    own = memory.type in _FSM_TYPES
     if tier is not None and tier != memory.tier:
         extra: dict[str, Any] = {"updated": vault.now()}
         if tags is not None:
             extra["tags"] = tags
-        memory = vault.move(memory.path, tier, extra_meta=extra, body=content, author=ctx.author)
+        memory = vault.move(memory.path, tier, extra_meta=extra, body=content, force=own, author=ctx.author)
     elif content is not None or tags is not None:
-        memory = vault.update(memory.path, body=content, tags=tags, author=ctx.author)
+        memory = vault.update(memory.path, body=content, tags=tags, force=own, author=ctx.author)
     return _fsm_view(memory, content=False)
 
 
@@ -417,12 +458,17 @@ def fsm_compress(ctx: ToolContext, tier: str) -> dict[str, Any]:
 
 @tool("fsm", "archive_memories",
       """Move memories to the archive tier (tracked moves in one git commit; still readable and searchable
-      with tier archive). Goals and rules are refused. Returns {"archived": [filenames], "tier": "archive"}.""",
+      with tier archive). Goals and rules are refused. An empty list archives nothing (no commit). Returns
+      {"archived": [filenames], "tier": "archive"}.""",
       obj({"filenames": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 300},
-                         "minItems": 1, "maxItems": 1000, "description": "List of filenames to archive."}},
+                         "maxItems": 1000, "description": "List of filenames to archive."}},
           ["filenames"]),
       destructive=True, idempotent=True, title="Archive memories")
 def fsm_archive(ctx: ToolContext, filenames: list[str]) -> dict[str, Any]:
+    if not filenames:
+        # compress_tier on a tier of only goals and rules returns files: []; the next step of the
+        # flow, archive_memories(files), must then succeed without doing anything.
+        return {"archived": [], "tier": ctx.vault.config.archive_tier}
     archived = ctx.need("archive")(filenames, author=ctx.author)
     return {"archived": [m.filename for m in archived], "tier": ctx.vault.config.archive_tier}
 

@@ -17,7 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from . import safefs
 from .catalog import Catalog
+from .checks import Origin, WriteChecks
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
 from .errors import (Conflict, ContentTooLarge, InvalidContent,
                      InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
@@ -35,7 +37,7 @@ from .recovery import needs_recovery, recover_vault
 from .secrets import policy_of as secrets_policy, screen as screen_secrets
 from .markdown import ParsedFile, decode, parse_text, render
 from .memory_index import MEMORY_INDEX, MemoryIndexMixin
-from .paths import check_relpath, inside, is_hidden_part, is_memory_path, memory_relpath, slugify
+from .paths import check_relpath, is_hidden_part, is_memory_path, memory_relpath, slugify
 from .schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
 
 __all__ = ["Vault", "Committed"]
@@ -102,6 +104,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
             raise NotAVault(f"{root} is not a gitmem vault (no .git folder)")
         self.git = GitStore(self.root)
         self.config = VaultConfig.load(self.root)
+        # Every commit and fast-forward passes these before git stores anything (checks.py).
+        self.git.checks = WriteChecks(self.root, lambda: self.config)
         self.clock: Clock = clock or (lambda: datetime.now(timezone.utc))
         if isinstance(author, str):
             author = Identity.parse(author)
@@ -115,6 +119,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         self._flush_timer: threading.Timer | None = None
         self._closed = False
         self._search_index = None
+        # Outside edits the write checks refused at the last commit_outside_edits (path -> why).
+        self.outside_refused: dict[str, str] = {}
         if needs_recovery(self.git) or ((self.state_dir / "index-dirty").exists()
                                         and not self.git.index_pending):
             with self.lock.hold():
@@ -163,7 +169,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
                 changes.append(FileChange(f"{tier}/.gitkeep", b""))
         what = f" with {len(imported)} memories from {source.name}" if source else ""
         vault._commit(changes, f"init: gitmem vault{what}", "init",
-                      [(mid, rel, "import") for mid, rel in imported])
+                      [(mid, rel, "import") for mid, rel in imported], origin="person")
         return vault
 
     def close(self) -> None:
@@ -309,8 +315,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
             raise InvalidInput(f"path {path!r} must start with a tier folder "
                                f"({', '.join(self.config.tiers)})")
         meta["tier"] = top
-        target = inside(self.root, rel)
-        if target.exists() or target.is_symlink():
+        if safefs.lstat(self.root, rel) is not None:
             raise Conflict(f"{rel} already exists", hint="Update it instead, or pick another name.")
         if self.catalog.stem_taken(rel.rsplit("/", 1)[-1][:-3]):
             raise Conflict(f"a memory file named {rel.rsplit('/', 1)[-1]} already exists in the vault",
@@ -320,10 +325,11 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
     def _current(self, ref: str) -> tuple[Memory, ParsedFile]:
         """The memory and its parsed file, refusing files gitmem cannot rewrite safely."""
         path = self.resolve(ref)
-        target = inside(self.root, path)
-        if target.is_symlink():
-            raise InvalidInput(f"{path} is a symbolic link; gitmem does not write through links")
-        memory, parsed = self._read_parsed(path, target.read_bytes())
+        try:
+            data = safefs.read_bytes(self.root, path)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise NotFound(f"{path} no longer exists", hint="It was moved or removed meanwhile; retry.") from None
+        memory, parsed = self._read_parsed(path, data)
         if memory.problems or parsed.problem:
             raise InvalidFrontmatter(
                 f"{path} has frontmatter gitmem cannot parse: {'; '.join(memory.problems)}",
@@ -372,8 +378,9 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
             if tags is not None:
                 new_meta["tags"] = list(tags)
             if add_tags or remove_tags:
-                current = [t for t in new_meta.get("tags", []) if t not in set(remove_tags)]
-                new_meta["tags"] = current + [t for t in add_tags if t not in current]
+                drop = set(remove_tags)
+                current = [t for t in new_meta.get("tags", []) if t not in drop]
+                new_meta["tags"] = list(dict.fromkeys([*current, *add_tags]))  # linear, order kept
             for key, value in (meta or {}).items():
                 if key in ("id", "tier", "created"):
                     raise InvalidMetadata(f"{key} cannot be changed by update",
@@ -440,7 +447,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         new_meta = ordered(clean_metadata(new_meta, tiers=self.config.tiers))
         rest = memory.path.split("/", 1)[1] if "/" in memory.path else memory.path
         new_path = f"{tier}/{rest}"
-        if new_path != memory.path and inside(self.root, new_path).exists():
+        if new_path != memory.path and safefs.lstat(self.root, new_path) is not None:
             raise Conflict(f"cannot move {memory.path}: {new_path} already exists")
         data = self._render(new_meta, memory.body if body is None else body, parsed.raw_blocks)
         changes = [FileChange(new_path, data)]
@@ -482,8 +489,12 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
 
     def _commit(self, changes: Sequence[FileChange], subject: str, op: str,
                 touched: Sequence[tuple[str, str | None, str]], *, author: Identity | None = None,
-                forced: bool = False, body: str = "", write_worktree: bool = True) -> "Committed":
-        """Make one commit of ``changes`` and update the caches. Lock must be held."""
+                forced: bool = False, body: str = "", write_worktree: bool = True,
+                origin: Origin = "agent") -> "Committed":
+        """Make one commit of ``changes`` and update the caches. Lock must be held.
+
+        ``origin`` says who made the content (see :mod:`gitmem.checks`): the
+        write checks run on every change before any git object is stored."""
         who = author or self.author
         trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
         trailers += [f"Op: {op}", f"Agent: {who.name}"]
@@ -499,7 +510,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
             parent = self.git.head()
             when = self.clock().timestamp()
             sha = self.git.commit_files(changes, message, who, when=when, write_worktree=write_worktree,
-                                        generated=(MEMORY_INDEX,))
+                                        generated=(MEMORY_INDEX,), origin=origin)
             memories = self._after_commit(parent, sha, written, removed, touched, int(when))
         return Committed(sha.decode(), memories)
 
@@ -528,7 +539,9 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         with self.catalog.transaction():
             self.catalog.drop(removed)
             for path, (memory, blob_hash) in written.items():
-                self.catalog.put(path, memory.id, os.stat(self.root / path), *row_fields(memory), blob_hash)
+                st = safefs.lstat(self.root, path)
+                if st is not None:
+                    self.catalog.put(path, memory.id, st, *row_fields(memory), blob_hash)
             tip = self.catalog.get("history_tip")
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.catalog.add_touches(sha.decode(), when, touched)
@@ -567,9 +580,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
 
 
 def _read_or(folder: Path | None, name: str, default: bytes) -> bytes:
-    if folder is not None and (folder / name).is_file():
-        return (folder / name).read_bytes()
-    return default
+    data = safefs.read_or_none(folder, name) if folder is not None else None
+    return default if data is None else data
 
 
 def _yaml_dict(data: bytes) -> dict[str, Any]:
@@ -584,13 +596,12 @@ def _yaml_dict(data: bytes) -> dict[str, Any]:
 
 
 def _iter_import(source: Path, tiers: Sequence[str]) -> Iterable[tuple[str, bytes]]:
-    """Markdown files under ``source``'s tier folders, as (relpath, bytes)."""
+    """Markdown files under ``source``'s tier folders, as (relpath, bytes); symbolic
+    links (to files or folders) are not followed."""
     for tier in tiers:
-        top = source / tier
-        if not top.is_dir():
-            continue
-        for file in sorted(top.rglob("*.md")):
-            rel = file.relative_to(source).as_posix()
-            if any(is_hidden_part(p) for p in rel.split("/")) or file.is_symlink():
-                continue
-            yield check_relpath(rel), file.read_bytes()
+        found = sorted(rel for rel, _ in safefs.walk_files(source, tier, skip_dir=is_hidden_part))
+        for rel in found:
+            if rel.endswith(".md") and not any(is_hidden_part(p) for p in rel.split("/")):
+                data = safefs.read_or_none(source, rel)
+                if data is not None:
+                    yield check_relpath(rel), data

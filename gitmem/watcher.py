@@ -51,6 +51,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from . import safefs
 from .errors import GitmemError, InvalidInput, InvalidMetadata, LockTimeout, StorageError
 from .paths import is_hidden_part
 
@@ -488,6 +489,8 @@ class Watcher:
             return
         with self._cond:
             self._commit_failures = 0
+        for path, why in sorted(self.vault.outside_refused.items()):
+            self._log(f"not committed: {why}", level="warn")
         if sha is None:
             return
         self.commits.append(sha)
@@ -517,13 +520,9 @@ class Watcher:
     def _walk_memory_files(self, folders: Iterable[str]) -> set[str]:
         found: set[str] = set()
         for rel_folder in folders:
-            top = os.path.join(self.root, *rel_folder.split("/"))
-            for folder, dirs, files in os.walk(top):
-                dirs[:] = [d for d in dirs if not is_hidden_part(d)]
-                for name in files:
-                    rel = self._rel(os.path.join(folder, name))
-                    if rel is not None and self.vault.is_memory_path(rel):
-                        found.add(rel)
+            for rel, _ in safefs.walk_files(self.vault.root, rel_folder, skip_dir=is_hidden_part):
+                if self.vault.is_memory_path(rel):
+                    found.add(rel)
         return found
 
     def _shutdown_observer(self) -> None:

@@ -6,7 +6,7 @@ import os
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -90,3 +90,13 @@ def assert_clean(root: Path) -> None:
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=root, capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
     assert "dangling" not in fsck.stdout + fsck.stderr
+
+
+def mcp_params(root: Path, profile: str, agent: str) -> Any:
+    """How an MCP client starts ``gitmem mcp`` on ``root`` (stdio, the official SDK's parameters)."""
+    import sys
+    import mcp
+    return mcp.StdioServerParameters(command=sys.executable,
+                                     args=["-m", "gitmem", "mcp", "--vault", str(root), "--profile", profile,
+                                           "--agent", agent],
+                                     env={"GIT_CONFIG_NOSYSTEM": "1"})

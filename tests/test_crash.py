@@ -156,7 +156,7 @@ KILL_AT = {
                "    lock.parent.mkdir(exist_ok=True); lock.write_bytes(b'')\n"
                "    os._exit(9)\n"
                "recovery.PendingObjects.write = half\n",
-    "worktree": "v.git._apply_to_worktree = lambda changes: os._exit(9)\n",
+    "worktree": "v.git._apply_to_worktree = lambda *args: os._exit(9)\n",
     "ref": "import dulwich.refs\n"
            "def dead(self, name, old, new, **kw):\n"
            "    (v.git.git_dir / (name.decode() + '.lock')).write_bytes(new + b'\\n')\n"

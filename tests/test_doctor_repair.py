@@ -90,7 +90,12 @@ def test_doctor_reports_a_secret_a_person_saved(tmp_path: Path) -> None:
     with Vault.init(root, author="setup") as v:
         (root / "short_term" / "note.md").write_text(
             "---\ntitle: deploy notes\n---\nThe key is AKIAIOSFODNN7EXAMPLE for now.\n")
-        assert v.commit_outside_edits()  # a person's file is committed as saved
+        head = v.head
+        # A person's file holding a secret is never committed (nor rewritten): it stays on
+        # disk, the refusal is reported, and doctor lists it.
+        assert v.commit_outside_edits() is None
+        assert v.head == head
+        assert "aws_access_key" in v.outside_refused["short_term/note.md"]
         found = {f.check: f for f in diagnose(v)}
         assert not found["secrets"].ok
         assert found["secrets"].details == {"short_term/note.md": "aws_access_key"}

@@ -20,17 +20,13 @@ import pytest
 
 from gitmem import Vault
 
-from .conftest import assert_clean, git
+from .conftest import assert_clean, git, mcp_params
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is an optional extra: pip install gitmem-vault[mcp]")
 anyio = pytest.importorskip("anyio")
 
 
-def params(root: Path, profile: str, agent: str) -> Any:
-    return mcp.StdioServerParameters(command=sys.executable,
-                                     args=["-m", "gitmem", "mcp", "--vault", str(root), "--profile", profile,
-                                           "--agent", agent],
-                                     env={"GIT_CONFIG_NOSYSTEM": "1"})
+params = mcp_params
 
 
 def test_stdio_server_with_the_sdk_client(vault: Vault) -> None:

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from gitmem import SyncError, Vault
 from gitmem.cli import cli
 from gitmem.errors import InvalidInput
-from gitmem.sync import SyncMixin, redact
+from gitmem.remotes import redact
+from gitmem.sync import SyncMixin
 from gitmem.treemerge import merge_lines, merge_memory
 
 from .conftest import FakeClock, assert_clean, git
@@ -347,15 +348,15 @@ def test_merge_memory_fields() -> None:
 
 def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, clock: FakeClock,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from gitmem.sync import _http_credentials
+    from gitmem.remotes import http_credentials
     vault = Vault.init(tmp_path / "v", author="x", clock=clock)
     url = "https://git.example.com/me/vault.git"
-    assert _http_credentials(vault, url) == (None, None)
+    assert http_credentials(vault, url) == (None, None)
     (Path.home() / ".git-credentials").write_text("https://me:tok%40en@git.example.com\n")
-    assert _http_credentials(vault, url) == ("me", "tok@en")
+    assert http_credentials(vault, url) == ("me", "tok@en")
     monkeypatch.setenv("GITMEM_GIT_PASSWORD", "from-env")
-    assert _http_credentials(vault, url) == ("git", "from-env")
-    assert _http_credentials(vault, "/some/path") == (None, None)
+    assert http_credentials(vault, url) == ("git", "from-env")
+    assert http_credentials(vault, "/some/path") == (None, None)
     vault.close()
 
 

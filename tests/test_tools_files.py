@@ -89,8 +89,8 @@ def test_files_read_of_a_folder_and_a_symlink(files: Toolbox, vault: Vault, tmp_
     secret = tmp_path / "secret.md"
     secret.write_text("secret")
     (vault.root / "long_term/link.md").symlink_to(secret)
-    assert files.call("memory_read", {"path": "link.md"})["error"]["code"] == "invalid_path"
-    assert files.call("memory_write", {"path": "link.md", "content": "x"})["error"]["code"] == "invalid_path"
+    assert files.call("memory_read", {"path": "link.md"})["error"]["code"] == "unsafe_path"
+    assert files.call("memory_write", {"path": "link.md", "content": "x"})["error"]["code"] == "unsafe_path"
     assert secret.read_text() == "secret"
 
 

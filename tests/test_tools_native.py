@@ -27,7 +27,9 @@ def test_native_lifecycle_of_one_memory(box: Toolbox, vault: Vault, clock) -> No
                                     "tags": ["ui"], "importance": 4, "external_write_id": "k1"})
     assert added["status"] == "created" and added["commit"] and added["path"].startswith("short_term/")
     assert author_and_subject(vault) == "Native Bot|add: Maya prefers dark mode in every editor."
-    assert box.call("memory_add", {"content": "other", "external_write_id": "k1"})["status"] == "skipped"
+    retry = box.call("memory_add", {"content": "Maya prefers dark mode in every editor.", "type": "preference",
+                                    "tags": ["ui"], "importance": 4, "external_write_id": "k1"})
+    assert (retry["status"], retry["id"], retry["commit"]) == ("skipped", added["id"], None)
     mid = added["id"]
     read = box.call("memory_read", {"ref": mid})
     assert read["body"].startswith("Maya prefers dark mode") and read["importance"] == 4
