@@ -17,21 +17,27 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .markdown import memory_links
-from .schema import safe_text, safe_value
+from .markdown import inline_tags, link_key, memory_links
+from .schema import path_id, safe_text, safe_value
 from .similarity import bands, content_key, sketch
 
 __all__ = ["Catalog", "FileRow", "Touch"]
 
+# Files modified this recently are never trusted by their stat alone (see scan).
+RACY_NS = 2_000_000_000
+
 # 6: metadata is sanitised when read (schema.sanitize_metadata); rows cached by an older
 # gitmem may hold values (a dict among tags ...) that readers no longer expect.
-SCHEMA_VERSION = "6"
+# 7: Obsidian: tags (frontmatter and inline #tags) and aliases tables, link targets stored as
+# link_key() (a path link "Projects/X.md" as "projects/x"), ids inherited across renames.
+SCHEMA_VERSION = "7"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, id TEXT NOT NULL, stem_key TEXT NOT NULL, title_key TEXT NOT NULL,
@@ -74,6 +80,13 @@ CREATE TABLE IF NOT EXISTS touches (
 );
 CREATE INDEX IF NOT EXISTS touches_id ON touches(id);
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tags (path TEXT NOT NULL, tag TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tags_tag ON tags(tag);
+CREATE INDEX IF NOT EXISTS tags_path ON tags(path);
+CREATE TABLE IF NOT EXISTS aliases (path TEXT NOT NULL, key TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS aliases_key ON aliases(key);
+CREATE INDEX IF NOT EXISTS aliases_path ON aliases(path);
+CREATE TABLE IF NOT EXISTS path_ids (path TEXT PRIMARY KEY, id TEXT NOT NULL);
 """
 _ID_LINE = re.compile(rb"^id:[ \t]*['\"]?([^'\"\r\n#]+?)['\"]?[ \t]*$", re.MULTILINE)
 
@@ -128,6 +141,19 @@ def id_from_blob(data: bytes) -> str | None:
     head = data[: end if end != -1 else 4096]
     match = _ID_LINE.search(head)
     return match.group(1).decode("utf-8", "replace").strip() if match else None
+
+
+def tag_key(tag: str) -> str:
+    """How tags are compared (Obsidian's are case-insensitive; "#x" names the tag "x")."""
+    return tag.strip().lstrip("#").casefold()
+
+
+def all_tags(meta: dict[str, Any], body: str) -> list[str]:
+    """A memory's tags as Obsidian counts them: the frontmatter ``tags`` and the inline
+    ``#tags`` of the body (which are never written into the frontmatter)."""
+    listed = meta.get("tags")
+    tags = [str(t) for t in listed if isinstance(t, (str, int, float))] if isinstance(listed, list) else []
+    return list(dict.fromkeys([*tags, *inline_tags(body)]))
 
 
 def _text(value: Any) -> str:
@@ -225,8 +251,18 @@ class Catalog:
                             [(path, k) for k in dict.fromkeys(bands(body or title))])
         self.db.execute("DELETE FROM links WHERE path=?", (path,))
         self.db.executemany("INSERT INTO links VALUES (?, ?, ?)",
-                            [(path, safe_text(t).casefold(), safe_text(r))
+                            [(path, link_key(safe_text(t)), safe_text(r))
                              for t, r in memory_links(meta, body)])
+        self.db.execute("DELETE FROM tags WHERE path=?", (path,))
+        self.db.executemany("INSERT INTO tags VALUES (?, ?)",
+                            [(path, k) for k in dict.fromkeys(tag_key(safe_text(t))
+                                                              for t in all_tags(meta, body)) if k])
+        aliases = meta.get("aliases")
+        self.db.execute("DELETE FROM aliases WHERE path=?", (path,))
+        self.db.executemany("INSERT INTO aliases VALUES (?, ?)",
+                            [(path, k) for k in dict.fromkeys(
+                                safe_text(str(a)).strip().casefold()
+                                for a in (aliases if isinstance(aliases, list) else [])) if k])
 
     def drop(self, paths: Iterable[str]) -> None:
         rows = [(p,) for p in paths]
@@ -234,6 +270,8 @@ class Catalog:
         self.db.executemany("DELETE FROM sketch WHERE path=?", rows)
         self.db.executemany("DELETE FROM links WHERE path=?", rows)
         self.db.executemany("DELETE FROM bands WHERE path=?", rows)
+        self.db.executemany("DELETE FROM tags WHERE path=?", rows)
+        self.db.executemany("DELETE FROM aliases WHERE path=?", rows)
 
     def row(self, path: str) -> FileRow | None:
         found = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE path=?",
@@ -259,6 +297,57 @@ class Catalog:
         rows = self.db.execute("SELECT path, id, meta, problem, hash FROM files WHERE title_key=?",
                                (title.strip().casefold(),))
         return [_row(r) for r in rows]
+
+    def by_alias(self, alias: str) -> list[FileRow]:
+        """Memories with this Obsidian alias (case-insensitive)."""
+        rows = self.db.execute(
+            "SELECT path, id, meta, problem, hash FROM files WHERE path IN "
+            "(SELECT path FROM aliases WHERE key=?) ORDER BY path", (alias.strip().casefold(),))
+        return [_row(r) for r in rows]
+
+    def by_link_path(self, target: str, folders: Iterable[str]) -> list[FileRow]:
+        """Memories a path link names, as Obsidian resolves it: case-insensitive, ``.md``
+        optional, relative to the vault root or to one of ``folders`` (the tiers)."""
+        key = link_key(target)
+        if not key or "/" not in key:
+            return []
+        stem = key.rsplit("/", 1)[-1]
+        wanted = {key, *(f"{f.casefold()}/{key}" for f in folders)}
+        return [r for r in self.by_stem(stem) if link_key(r.path) in wanted]
+
+    def paths_with_tags(self, tags: Iterable[str]) -> set[str]:
+        """Paths of the memories carrying every one of ``tags`` (frontmatter or inline)."""
+        keys = list(dict.fromkeys(tag_key(t) for t in tags))
+        if not keys or not all(keys):
+            return set()
+        marks = ",".join("?" * len(keys))
+        rows = self.db.execute(f"SELECT path FROM tags WHERE tag IN ({marks}) GROUP BY path "
+                               "HAVING COUNT(DISTINCT tag) = ?", (*keys, len(keys)))
+        return {r[0] for r in rows}
+
+    def tags_of(self, path: str) -> list[str]:
+        """The tag keys (folded case) a memory carries, frontmatter and inline."""
+        return [r[0] for r in self.db.execute("SELECT tag FROM tags WHERE path=?", (path,))]
+
+    # ------------------------------------------------- ids across renames
+    def inherited_id(self, path: str) -> str | None:
+        """The id a file without one in its frontmatter keeps from its former name (a
+        rename seen by ``commit_outside_edits`` or in history), or None."""
+        row = self.db.execute("SELECT id FROM path_ids WHERE path=?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def set_inherited_id(self, path: str, memory_id: str | None) -> None:
+        """Record (None: forget) that the file at ``path``, when it has no ``id:``, is the
+        memory ``memory_id``; its catalog row follows.  Joins the caller's transaction."""
+        old = self.inherited_id(path)
+        if memory_id is None:
+            self.db.execute("DELETE FROM path_ids WHERE path=?", (path,))
+        else:
+            self.db.execute("INSERT OR REPLACE INTO path_ids VALUES (?, ?)", (path, memory_id))
+        derived = {path_id(path), *([old] if old else [])}
+        marks = ",".join("?" * len(derived))
+        self.db.execute(f"UPDATE files SET id=? WHERE path=? AND id IN ({marks})",
+                        (memory_id or path_id(path), path, *derived))
 
     def stat_of(self, path: str) -> tuple[int, int] | None:
         found = self.db.execute("SELECT mtime_ns, size FROM files WHERE path=?", (path,)).fetchone()
@@ -298,8 +387,12 @@ class Catalog:
                 found = self.stat_of(p)
                 if found is not None:
                     known[p] = found
+        # A file modified in the last seconds is read again even when its size and
+        # mtime look unchanged: two saves within one clock tick (a few ms) leave the
+        # same mtime, and the second would be missed ("racily clean", as git calls it).
+        recent = time.time_ns() - RACY_NS
         changed = [p for p, st in files.items()
-                   if known.get(p) != (st.st_mtime_ns, st.st_size)]
+                   if known.get(p) != (st.st_mtime_ns, st.st_size) or st.st_mtime_ns >= recent]
         removed = [p for p in known if p not in files]
         if not changed and not removed:
             return [], []
@@ -439,7 +532,7 @@ class Catalog:
     def linking_to(self, targets: Iterable[str]) -> list[tuple[FileRow, str, str]]:
         """Memories with a link to any of ``targets`` (ids, note names; any case):
         (row, target as matched, relation)."""
-        keys = list(dict.fromkeys(t.casefold() for t in targets if t))
+        keys = list(dict.fromkeys(link_key(t) for t in targets if t))
         if not keys:
             return []
         marks = ",".join("?" * len(keys))

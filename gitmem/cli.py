@@ -95,24 +95,56 @@ def _collect_meta(**values: Any) -> dict[str, Any]:
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--from", "from_dir", type=click.Path(exists=True, file_okay=False),
-              help="Import the Markdown memories of a plain folder (e.g. sample-vault).")
+              help="Import the Markdown notes of a folder (e.g. sample-vault or an Obsidian vault).")
+@click.option("--tier", "import_tier", default="long_term", show_default=True,
+              help="Tier for imported notes that are not in a tier folder (their folders are kept).")
 @json_option
 @click.pass_context
-def init(ctx: click.Context, directory: str, from_dir: str | None, as_json: bool) -> None:
+def init(ctx: click.Context, directory: str, from_dir: str | None, import_tier: str, as_json: bool) -> None:
     """Create a vault in DIRECTORY (a git repository with tier folders).
+
+    With --from, notes in the folder's tier folders keep their tier; every
+    other note goes under --tier with its folders (Projects/x.md ->
+    long_term/Projects/x.md). Hidden folders (.obsidian, .trash) and symbolic
+    links are skipped.
 
     \b
     Example:
       gitmem init --from sample-vault my-vault
+      gitmem init --from ~/ObsidianVault --tier mid_term my-vault
     """
     from .vault import Vault
-    vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"))
+    if from_dir is not None and not as_json and sys.stderr.isatty():
+        with click.progressbar(length=1, label="importing", file=sys.stderr) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - bar.pos)
+            vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"),
+                               import_tier=import_tier, progress=progress)
+    else:
+        vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"),
+                           import_tier=import_tier)
     ctx.call_on_close(vault.close)
     count = len(vault.list(status=None))
     head = vault.head
-    emit({"path": str(vault.root), "memories": count, "commit": head},
-         as_json, f"initialised vault {vault.root} with {count} memories"
-                  f"{f'  (commit {head[:7]})' if head else ''}")
+    report = vault.import_report or {}
+    data = {"path": str(vault.root), "memories": count, "commit": head}
+    text = f"initialised vault {vault.root} with {count} memories"
+    if from_dir is not None:
+        data["imported"] = {k: report.get(k) for k in ("source", "imported", "outside_tiers", "import_tier")}
+        text += f"\nimported {report.get('imported', 0)} notes from {report.get('source')}"
+        if report.get("outside_tiers"):
+            text += f" ({report['outside_tiers']} from outside the tier folders, now under {import_tier}/)"
+    text += f"{f'  (commit {head[:7]})' if head else ''}"
+    emit(data, as_json, text)
+
+
+def _one_newline(body: str | None) -> str | None:
+    """A body from the command line ends with exactly one newline (none if empty)."""
+    if body is None:
+        return None
+    body = body.rstrip("\n")
+    return body + "\n" if body else body
 
 
 @cli.command()
@@ -143,7 +175,7 @@ def add(ctx: click.Context, title: str, body: str | None, body_file: Any, tier: 
       gitmem add "Dark mode" "Maya prefers dark mode." --type preference --dedup
     """
     vault = open_vault(ctx)
-    result = vault.write(_read_body(body, body_file) or "", title=title, type=mtype or "memory",
+    result = vault.write(_one_newline(_read_body(body, body_file)) or "", title=title, type=mtype or "memory",
                          tier=tier, tags=list(tags), path=path, dedup=dedup, force=force,
                          **_collect_meta(**meta))
     memory = result.memory
@@ -172,7 +204,7 @@ def show(ctx: click.Context, ref: str, rev: str | None, as_json: bool) -> None:
 
     \b
     Example:
-      gitmem show maya-prefers-dark-mode --at ~1
+      gitmem show maya-prefers-dark-mode --at '~1'
     """
     from .markdown import render
     vault = open_vault(ctx)
@@ -248,7 +280,7 @@ def edit(ctx: click.Context, ref: str, body: str | None, body_file: Any, append:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
         fields[key.strip()] = yaml.safe_load(value) if value.strip() else None
     vault = open_vault(ctx)
-    memory = vault.update(ref, body=_read_body(body, body_file), append=append,
+    memory = vault.update(ref, body=_one_newline(_read_body(body, body_file)), append=_one_newline(append),
                           replace=tuple(replace) if replace else None, title=title,
                           add_tags=add_tags, remove_tags=remove_tags, meta=fields, force=force)
     emit(memory.to_dict(), as_json, lambda: f"updated {_short(memory)}  {memory.path}{_commit_note(memory)}"
@@ -288,7 +320,7 @@ def rm(ctx: click.Context, ref: str, hard: bool, force: bool, as_json: bool) -> 
     \b
     Example:
       gitmem rm 3f6c2a9e            # soft: archive/..., status: deleted
-      gitmem restore 3f6c2a9e ~1    # bring it back
+      gitmem restore 3f6c2a9e '~1'  # bring it back
     """
     vault = open_vault(ctx)
     memory = vault.delete(ref, hard=hard, force=force)
@@ -330,7 +362,7 @@ def diff(ctx: click.Context, ref: str, old: str | None, new: str | None, as_json
 
     \b
     Example:
-      gitmem diff maya-prefers-dark-mode ~2 ~0
+      gitmem diff maya-prefers-dark-mode '~2' '~0'
     """
     vault = open_vault(ctx)
     text = vault.diff(ref, old, new)
@@ -348,7 +380,7 @@ def restore(ctx: click.Context, ref: str, rev: str, force: bool, as_json: bool) 
 
     \b
     Example:
-      gitmem restore maya-prefers-dark-mode ~1
+      gitmem restore maya-prefers-dark-mode '~1'
     """
     vault = open_vault(ctx)
     memory = vault.restore(ref, rev, force=force)
@@ -482,8 +514,25 @@ from .cli_agent import agent  # noqa: E402 - registered after the core commands
 cli.add_command(agent)
 
 
+def _exit_on_signal(signum: int, _frame: Any) -> None:
+    import signal
+    for name in ("SIGTERM", "SIGHUP"):  # once exiting, a second signal does not cut close() short
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point."""
+    """Console entry point.
+
+    SIGTERM and SIGHUP end the command like ``sys.exit``: the vault is closed
+    (``.git/index`` brought up to date) before the process exits.  A command
+    that handles them itself (watch, mcp) installs its own handler."""
+    import signal
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _exit_on_signal)
     cli.main(args=argv, prog_name="gitmem")
 
 

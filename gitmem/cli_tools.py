@@ -152,16 +152,25 @@ _HTTP_ONLY = ("host", "port", "token", "allow_host")
 @click.option("--allow-host", "allow_host", multiple=True, metavar="NAME",
               help="HTTP: another host name clients reach the server by (repeatable), e.g. the machine's "
                    "LAN name when binding 0.0.0.0. Requests naming any other host are refused.")
+@click.option("--follow", "follow_mode", type=click.Choice(["watch", "poll", "off"]), default="watch",
+              show_default=True, envvar="GITMEM_MCP_FOLLOW",
+              help="How the server follows outside edits (editors, git pull): 'watch' re-indexes changed "
+                   "files as they are saved (inotify), 'poll' checks every file before a tool call (at "
+                   "most once a second), 'off' not at all. Commits them only with auto_commit: true "
+                   "in .gitmem.yaml.")
 @json_option
 @click.pass_context
 def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | None, use_http: bool,
-        host: str, port: int, token: str | None, allow_host: tuple[str, ...], as_json: bool) -> None:
+        host: str, port: int, token: str | None, allow_host: tuple[str, ...], follow_mode: str,
+        as_json: bool) -> None:
     """Serve a tool profile over MCP (stdio by default) for Claude, Cursor & co.
 
     Over stdio gitmem answers by itself (start-up ~0.1 s); --http needs the
     MCP SDK: pip install "gitmem-vault[mcp]".  Every write is one commit
     authored by --agent.  Over HTTP, requests whose Host or Origin
     header names another host are refused (DNS-rebinding protection).
+    Files edited outside gitmem (Obsidian, vim, git pull) are searchable
+    ~0.4 s after they are saved, without 'gitmem watch' (see --follow).
 
     \b
     Example:
@@ -170,6 +179,7 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
       GITMEM_MCP_TOKEN=... gitmem mcp --vault ~/memory --http --host 0.0.0.0 --allow-host box.lan
     """
     from .errors import InvalidInput
+    from .follow import Follower
     from .tools import Toolbox
     if not use_http:
         given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY
@@ -185,13 +195,15 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
             require_sdk()
         if vault_path:
             ctx.obj["vault_path"] = vault_path
-        box = Toolbox(open_vault(ctx), profile, agent=agent or ctx.obj.get("author") or "mcp-agent")
+        vault = open_vault(ctx)
+        box = Toolbox(vault, profile, agent=agent or ctx.obj.get("author") or "mcp-agent")
+        follower = Follower(vault, follow_mode)
         if sdk_stdio:
             from .mcp_server import serve_stdio
-            serve_stdio(box)
+            serve_stdio(box, follower)
         else:
             from .mcp_stdio import serve
-            serve(box)
+            serve(box, follower)
         return
     from .mcp_server import check_exposure, require_sdk, serve_http
     require_sdk()
@@ -209,4 +221,5 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
         else:
             click.echo(f"gitmem MCP ({profile} tools) on {url}", err=True)
 
-    serve_http(box, host=host, port=port, token=token, allowed_hosts=allow_host, on_ready=announce)
+    serve_http(box, host=host, port=port, token=token, allowed_hosts=allow_host, on_ready=announce,
+               follower=Follower(vault, follow_mode))

@@ -72,10 +72,11 @@ def watch(ctx: click.Context, commit: bool | None, debounce: float, commit_delay
 def hooks() -> None:
     """Install, remove or list gitmem's git hooks.
 
-    The hooks keep the search index and memory history current after
-    `git commit`, `pull`, `merge`, `checkout` and `rebase`, and reject
-    commits of memory files with broken frontmatter (pre-commit).  They never
-    block git when gitmem cannot run.
+    pre-commit rejects commits of memory files with broken frontmatter.
+    The post-* hooks (after `git commit`, `pull`, `merge`, `checkout`,
+    `rebase`) run no Python: they touch .git/gitmem/changed-by-git, and the
+    search index and memory history catch up by themselves the next time
+    gitmem opens the vault.  No hook blocks git when gitmem cannot run.
 
     \b
     Example:
@@ -162,7 +163,10 @@ def hooks_status(ctx: click.Context, as_json: bool) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def hook(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
-    """Run the action of git hook NAME (the installed hooks call this).
+    """Run the action of git hook NAME (pre-commit's check; post-* touch a stamp).
+
+    Today's hooks run gitmem.hooks.main directly (pre-commit) or no Python at
+    all (post-*); hooks installed by older gitmem versions call this command.
 
     Never fails the git command: problems are one line on stderr and exit 0,
     except a pre-commit that finds invalid staged memories (exit 1).

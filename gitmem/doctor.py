@@ -377,6 +377,11 @@ def _held_config(vault: "Vault") -> Finding:
 
 
 def _memory_index(vault: "Vault", repair: bool) -> Finding:
+    """MEMORY.md against the memories.  Behind only because memories were committed
+    with git (``git commit``, ``git pull``) since gitmem last generated it is a
+    notice (ok): the next gitmem write regenerates it.  Edited by hand (on disk or
+    in the last commit that changed it) or missing is a failure."""
+    import re
     from .memory_index import MEMORY_INDEX
     if not vault.config.memory_index:
         return Finding("memory-index", True, "MEMORY.md is turned off (memory_index: false)")
@@ -386,8 +391,29 @@ def _memory_index(vault: "Vault", repair: bool) -> Finding:
     on_disk = safefs.read_or_none(vault.root, MEMORY_INDEX)
     if committed == want and on_disk == want:
         return Finding("memory-index", True, "MEMORY.md is up to date")
-    finding = Finding("memory-index", False, "MEMORY.md does not match the memories "
-                      "(run gitmem doctor --repair, or any write regenerates it)", [MEMORY_INDEX])
+
+    def last_change_by_gitmem() -> bool:
+        """Was MEMORY.md, as in HEAD, last written by a gitmem commit (not by hand)?"""
+        sha, blob, seen = head, vault.git.blob_sha_at(head, MEMORY_INDEX), 0
+        while sha is not None and seen < 500:
+            commit = vault.git.commit(sha)
+            parent = commit.parents[0] if commit.parents else None
+            if parent is None or vault.git.blob_sha_at(parent, MEMORY_INDEX) != blob:
+                message = commit.message.decode("utf-8", "replace")
+                return (re.search(r"^Op: *\S+", message, re.MULTILINE) is not None
+                        and "(outside edit" not in message.split("\n", 1)[0])
+            sha, seen = parent, seen + 1
+        return False
+
+    regenerate = ("run gitmem doctor --repair, or any write regenerates it")
+    if on_disk is not None and on_disk == committed and last_change_by_gitmem():
+        finding = Finding("memory-index", True, "MEMORY.md is behind memories committed with git "
+                          f"since gitmem generated it (notice: {regenerate})", [MEMORY_INDEX])
+    elif on_disk is None:
+        finding = Finding("memory-index", False, f"MEMORY.md is missing ({regenerate})", [MEMORY_INDEX])
+    else:
+        finding = Finding("memory-index", False, "MEMORY.md does not match the memories: it was "
+                          f"edited by hand ({regenerate})", [MEMORY_INDEX])
     if repair:
         # An empty change set: the commit path regenerates MEMORY.md (and first keeps a
         # person's uncommitted edit of it in history).

@@ -25,7 +25,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, Iterator, Sequence
+from typing import TYPE_CHECKING, Collection, Iterator, Mapping, Sequence
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -36,12 +36,12 @@ from dulwich.repo import Repo
 from . import safefs
 from .config import Identity
 from .errors import Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
-from .recovery import PendingObjects, begin_write, end_write, index_writing
+from .recovery import PendingObjects, begin_write, drop_objects, end_write, index_writing
 
 if TYPE_CHECKING:  # pragma: no cover
     from .checks import Origin, WriteChecks
 
-__all__ = ["GitStore", "FileChange", "CommitInfo", "PathChange", "blob_id"]
+__all__ = ["GitStore", "FileChange", "CommitInfo", "PathChange", "blob_id", "RENAME_OP_TRAILER"]
 
 FILE_MODE = 0o100644
 BRANCH = b"refs/heads/main"
@@ -49,10 +49,15 @@ BRANCH = b"refs/heads/main"
 
 @dataclass(frozen=True)
 class FileChange:
-    """Set ``path`` to ``data`` (bytes), or delete it (``data is None``)."""
+    """Set ``path`` to ``data`` (bytes), or delete it (``data is None``).
+
+    ``moved_from`` names the path this file is moved from (deleted by another change
+    of the same write): the commit is then preceded by a pure-rename commit, so
+    ``git log --follow`` keeps the file's history however much its text changes."""
 
     path: str
     data: bytes | None
+    moved_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,7 +252,8 @@ class GitStore:
     def commit_files(self, changes: Sequence[FileChange], message: str, author: Identity,
                      when: float | None = None, committer: Identity | None = None,
                      write_worktree: bool = True, merge_parents: Sequence[bytes] = (),
-                     generated: Collection[str] = (), origin: "Origin" = "agent") -> bytes:
+                     generated: Collection[str] = (), origin: "Origin" = "agent",
+                     expected: Mapping[str, str | None] | None = None) -> bytes:
         """Write ``changes`` to the working tree and commit them as one commit.
 
         With ``write_worktree=False`` the files are committed as they are on
@@ -259,11 +265,18 @@ class GitStore:
         ``person``: files edited outside gitmem; ``remote``: a sync) for the write
         checks (:mod:`gitmem.checks`), which run before any object is stored.
 
+        ``expected`` maps paths to the blob id (hex; None: absent) the working
+        tree must still hold when the file is replaced: a file someone changed
+        since is never overwritten (:class:`Conflict` with code
+        ``changed_on_disk``, nothing written).
+
         Caller holds the vault lock.  Returns the new commit sha.  On any
         failure the working tree is restored and the error re-raised as
         :class:`StorageError` (or :class:`Conflict` if HEAD moved under us).
         """
         repo = self.repo
+        if expected:
+            self._check_unchanged(expected)
         parent = self.head()
         if self.checks is not None:
             changes = self.checks.prepare(changes, generated)
@@ -280,32 +293,33 @@ class GitStore:
                 pending.add_object(blob)
                 tree_changes_list.append((path_b, FILE_MODE, blob.id))
         blob_ids = [sha for _, _, sha in tree_changes_list]
+        when = time.time() if when is None else when
+        first = parent
+        renamed = self._rename_commit(pending, parent, changes, message, author, committer, when) \
+            if parent is not None and not merge_parents else None
+        if renamed is not None:
+            first = renamed
         base_tree: bytes | Tree | None = self.tree_of(parent)
         if base_tree is None:
             base_tree = Tree()  # not stored: it would be a dangling object
         new_tree = _apply_tree_changes(pending, base_tree, tree_changes_list)
-        when = time.time() if when is None else when
-        commit = Commit()
-        commit.tree = new_tree
-        commit.parents = ([parent] if parent else []) + list(merge_parents)
-        commit.author = author.as_bytes()
-        commit.committer = (committer or author).as_bytes()
-        commit.author_time = commit.commit_time = int(when)
-        commit.author_timezone = commit.commit_timezone = 0
-        commit.encoding = b"UTF-8"
-        commit.message = message.encode("utf-8")
+        commit = _new_commit(new_tree, ([first] if first else []) + list(merge_parents), message,
+                             author, committer, when)
         pending.add_object(commit)
 
         writes = [write_worktree or c.path in generated for c in changes]
         ref = self.head_ref()
         # Journal first: a writer killed from here on is rolled forward by the
         # next lock holder (gitmem.recovery), so no half-write stays visible.
-        begin_write(self, ref, parent, commit.id, changes, writes, pending.new_ids())
+        new_ids = pending.new_ids()
+        begin_write(self, ref, parent, commit.id, changes, writes, new_ids)
         pending.write()  # blobs, trees, then the commit: a stored commit means all are stored
         try:
-            applied = iter(self._apply_to_worktree([c for c, w in zip(changes, writes) if w], generated))
-        except StorageError:  # the files were put back: this write did not happen
+            applied = iter(self._apply_to_worktree([c for c, w in zip(changes, writes) if w], generated,
+                                                   expected or {}))
+        except (StorageError, Conflict):  # the files were put back: this write did not happen
             end_write(self)
+            drop_objects(self, new_ids)  # stored for nothing: no ref will ever reach them
             raise
         # One (path, old bytes, new stat) per change, in order (_queue_index zips them).
         backups = [next(applied) if w else
@@ -330,6 +344,33 @@ class GitStore:
             raise
         end_write(self)
         self._queue_index(changes, blob_ids, backups)
+        return commit.id
+
+    def _rename_commit(self, pending: PendingObjects, parent: bytes, changes: Sequence[FileChange],
+                       message: str, author: Identity, committer: Identity | None, when: float) -> bytes | None:
+        """For a write that moves files: a commit holding only the renames (the old
+        contents at the new paths), so git sees a 100% rename however much the
+        move's own commit then changes the text.  Returns its sha, or None."""
+        moves = [(c.moved_from, c.path, Blob.from_string(c.data).id) for c in changes
+                 if c.moved_from and c.data is not None]
+        tree_changes_list: list[tuple[bytes, int | None, bytes | None]] = []
+        for src, dst, new_sha in moves:
+            old_sha = self.blob_sha_at(parent, src) if src else None
+            # A move that keeps the text is a 100% rename already: no extra commit for it.
+            if old_sha is not None and src != dst and old_sha != new_sha:
+                tree_changes_list += [(src.encode("utf-8"), None, None), (dst.encode("utf-8"), FILE_MODE, old_sha)]
+        if not tree_changes_list:
+            return None
+        tree = _apply_tree_changes(pending, self.tree_of(parent) or Tree(), tree_changes_list)
+        subject, _, rest = message.partition("\n")
+        # No Memory-Id trailer: the rename half is not a version of its own (the write's
+        # commit that follows is), so `git log --grep Memory-Id:` lists each write once.
+        trailers = [line for line in rest.splitlines() if line.startswith("Agent:")]
+        listing = "\n".join(f"{src} -> {dst}" for src, dst, _ in moves if src)
+        text = (f"rename: {subject} (the next commit updates the text)\n\n{listing}\n\n"
+                + "\n".join([*trailers, RENAME_OP_TRAILER]) + "\n")
+        commit = _new_commit(tree, [parent], text, author, committer, when)
+        pending.add_object(commit)
         return commit.id
 
     def fast_forward(self, old: bytes, new: bytes, changes: Sequence[FileChange], reason: str) -> None:
@@ -389,14 +430,25 @@ class GitStore:
             tree = store[sha]
         return [entry.path.decode("utf-8", "replace") for entry in tree.iteritems()]
 
-    def _apply_to_worktree(self, changes: Sequence[FileChange], generated: Collection[str] = ()
+    def _check_unchanged(self, expected: Mapping[str, str | None]) -> None:
+        """Raise ``changed_on_disk`` if a file no longer holds the blob ``expected`` says."""
+        for path, want in expected.items():
+            _changed_since(path, safefs.read_or_none(self.root, path), want)
+
+    def _apply_to_worktree(self, changes: Sequence[FileChange], generated: Collection[str] = (),
+                           expected: Mapping[str, str | None] | None = None
                            ) -> list[tuple[str, bytes | None, os.stat_result | None]]:
         """Write files (never through a link: a link in place of a ``generated`` file is
-        replaced by the file); return (path, old bytes or None, new stat) for rollback."""
+        replaced by the file); return (path, old bytes or None, new stat) for rollback.
+        A file not holding what ``expected`` says is not replaced (``changed_on_disk``)."""
         done: list[tuple[str, bytes | None, os.stat_result | None]] = []
         try:
             for change in changes:
                 old = safefs.read_or_none(self.root, change.path)
+                if expected and change.path in expected:
+                    # Checked again right before the replace: a person's save in the last
+                    # moments is kept, never overwritten.
+                    _changed_since(change.path, old, expected[change.path])
                 if change.data is None:
                     safefs.remove(self.root, change.path)
                     done.append((change.path, old, None))
@@ -427,19 +479,53 @@ class GitStore:
         for change, sha, (_, _, st) in zip(changes, blob_ids, done):
             key = change.path.encode("utf-8")
             self._pending_index[key] = None if sha is None or st is None else (sha, st)
-        marker = self.git_dir / "gitmem" / "index-dirty"
+        marker = self._own_dirty_marker()
         if not marker.exists():
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
+
+    # .git/index markers.  Each process marks its own pending entries (index-dirty.<pid>)
+    # and clears only its own mark once they are written: with one shared mark, a
+    # process that flushed its entries cleared the mark of another that then gave up
+    # (git kept taking index.lock), and nobody repaired that one's entries.  The bare
+    # ``index-dirty`` is set by recovery and purge, and by nobody alive.
+    def _own_dirty_marker(self) -> Path:
+        return self.git_dir / "gitmem" / f"{DIRTY_MARK}.{os.getpid()}"
+
+    def index_dirty(self) -> bool:
+        """True if ``.git/index`` may lag HEAD because of a process that is gone (it
+        died, or gave up while git held ``index.lock``) or of recovery: repair it."""
+        for marker in (self.git_dir / "gitmem").glob(f"{DIRTY_MARK}*"):
+            if marker.name == DIRTY_MARK or not _alive(marker.name.rsplit(".", 1)[-1]):
+                return True
+        return False
+
+    def mark_index_dirty(self) -> None:
+        """Leave ``.git/index`` to be repaired by the next process that opens the vault."""
+        marker = self.git_dir / "gitmem" / DIRTY_MARK
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+    def _clear_dirty(self) -> None:
+        """After a repair from HEAD: the marks of gone processes (and this one's) are done."""
+        own = self._own_dirty_marker().name
+        for marker in (self.git_dir / "gitmem").glob(f"{DIRTY_MARK}*"):
+            if marker.name in (DIRTY_MARK, own) or not _alive(marker.name.rsplit(".", 1)[-1]):
+                marker.unlink(missing_ok=True)
 
     @property
     def index_pending(self) -> int:
         return len(self._pending_index)
 
-    def flush_index(self) -> None:
-        """Bring ``.git/index`` in line with what this process committed."""
+    def flush_index(self) -> bool:
+        """Bring ``.git/index`` in line with what this process committed.
+
+        Returns True when nothing is left pending; False when the write failed
+        (git holds ``index.lock``): the entries stay pending and the
+        ``index-dirty`` marker stays, so a retry, or the next process, repairs it.
+        """
         if not self._pending_index:
-            return
+            return True
         pending, self._pending_index = self._pending_index, {}
         try:
             index = self.repo.open_index()
@@ -457,8 +543,10 @@ class GitStore:
         except Exception:  # noqa: BLE001 - git may hold index.lock; retry later
             for path, value in pending.items():
                 self._pending_index.setdefault(path, value)
-            return
-        (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
+            return False
+        if not self._pending_index:  # a write queued meanwhile keeps the marker
+            self._own_dirty_marker().unlink(missing_ok=True)
+        return not self._pending_index
 
     def _still_current(self, head: bytes | None, path: bytes,
                        value: tuple[bytes, os.stat_result] | None) -> tuple[bytes, os.stat_result] | None:
@@ -533,7 +621,7 @@ class GitStore:
         if fixed:
             with index_writing(self):
                 index.write()
-        (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
+        self._clear_dirty()
         return fixed
 
     def rebuild_index_from_head(self) -> list[str]:
@@ -582,8 +670,44 @@ class GitStore:
         with index_writing(self):
             index.write()
         self._pending_index.clear()  # what this process committed is in HEAD, hence in the index
-        (self.git_dir / "gitmem" / "index-dirty").unlink(missing_ok=True)
+        self._clear_dirty()
         return changed
+
+
+RENAME_OP_TRAILER = "Op: rename"
+DIRTY_MARK = "index-dirty"
+
+
+def _alive(pid_text: str) -> bool:
+    """True if the process ``pid_text`` names still runs (unknown: assume it does)."""
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, PermissionError, OSError):
+        return True
+    return True
+
+
+def _new_commit(tree: bytes, parents: list[bytes], message: str, author: Identity,
+                committer: Identity | None, when: float) -> Commit:
+    commit = Commit()
+    commit.tree = tree
+    commit.parents = parents
+    commit.author = author.as_bytes()
+    commit.committer = (committer or author).as_bytes()
+    commit.author_time = commit.commit_time = int(when)
+    commit.author_timezone = commit.commit_timezone = 0
+    commit.encoding = b"UTF-8"
+    commit.message = message.encode("utf-8")
+    return commit
+
+
+def _changed_since(path: str, data: bytes | None, want: str | None) -> None:
+    have = None if data is None else Blob.from_string(data).id.decode()
+    if have != want:
+        raise Conflict(f"{path} changed on disk while gitmem was writing it; it was not overwritten",
+                       code="changed_on_disk", hint="Retry: the new text is committed first.", path=path)
 
 
 def _lstat_or_none(root: Path, rel: str) -> os.stat_result | None:
@@ -601,7 +725,13 @@ def _apply_tree_changes(store: object, tree: bytes | Tree,
     is dropped without first being written as an (empty, dangling) tree, so
     ``git fsck`` stays silent.  Only trees on the changed paths are rewritten.
     """
-    tree_obj = tree if isinstance(tree, Tree) else store[tree]  # type: ignore[index]
+    if isinstance(tree, Tree):
+        tree_obj = tree
+    else:
+        # A copy: the loaded tree may be an object another step of this write already
+        # holds (its pending trees, a store's cache); changing it in place would change
+        # the tree that step stored under its old id.
+        tree_obj = Tree.from_string(store[tree].as_raw_string())  # type: ignore[index]
     nested: dict[bytes, list[tuple[bytes, int | None, bytes | None]]] = {}
     for path, mode, sha in changes:
         head, sep, rest = path.partition(b"/")

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .catalog import Touch, id_from_blob
 from .errors import InvalidInput, NotFound, RevisionNotFound
@@ -25,9 +26,53 @@ from .schema import Memory, iso_now, normalize_timestamp, path_id
 if TYPE_CHECKING:  # pragma: no cover
     from .vault import Vault
 
-__all__ = ["HistoryMixin", "Version"]
+__all__ = ["HistoryMixin", "Version", "rename_pairs"]
 
 _OP_TRAILER = re.compile(r"^Op: *(\S+)", re.MULTILINE)
+#: How alike a removed and an added file must be to count as one renamed file (git's default).
+RENAME_SIMILARITY = 0.5
+#: Removed x added files compared at most in one commit (git's diff.renameLimit is similar).
+_RENAME_PAIRS_LIMIT = 250_000
+
+
+def _line_similarity(a: "Counter[bytes]", size_a: int, b: "Counter[bytes]", size_b: int) -> float:
+    """Bytes of the lines two files share / bytes of the larger one (like git's score)."""
+    if len(a) > len(b):
+        a, b = b, a
+    shared = sum(min(n, b[line]) * len(line) for line, n in a.items() if line in b)
+    return shared / max(size_a, size_b, 1)
+
+
+def rename_pairs(removed: Mapping[str, bytes], added: Mapping[str, bytes]) -> list[tuple[str, str]]:
+    """(old path, new path) of the removed files an added file renames, as git finds
+    them: identical content first, then the most similar pairs with at least
+    :data:`RENAME_SIMILARITY` of their lines alike.  Empty files are never paired."""
+    olds = {p: d for p, d in removed.items() if d}
+    news = {p: d for p, d in added.items() if d}
+    pairs: list[tuple[str, str]] = []
+    by_content: dict[bytes, list[str]] = {}
+    for path in sorted(olds):
+        by_content.setdefault(olds[path], []).append(path)
+    for path in sorted(news):
+        same = by_content.get(news[path])
+        if same:
+            pairs.append((same.pop(0), path))
+    done_old, done_new = {p for p, _ in pairs}, {p for _, p in pairs}
+    rest_old = sorted(p for p in olds if p not in done_old)
+    rest_new = sorted(p for p in news if p not in done_new)
+    if not rest_old or not rest_new or len(rest_old) * len(rest_new) > _RENAME_PAIRS_LIMIT:
+        return pairs
+    lines = {p: (Counter(d.splitlines(keepends=True)), len(d)) for p, d in
+             [*((p, olds[p]) for p in rest_old), *((p, news[p]) for p in rest_new)]}
+    scored = sorted(((-_line_similarity(*lines[o], *lines[n]), o, n) for o in rest_old for n in rest_new))
+    for score, old, new in scored:
+        if -score < RENAME_SIMILARITY:
+            break
+        if old not in done_old and new not in done_new:
+            pairs.append((old, new))
+            done_old.add(old)
+            done_new.add(new)
+    return pairs
 
 
 @dataclass(frozen=True)
@@ -79,16 +124,34 @@ class HistoryMixin:
     def _touches_of(self: "Vault", parent: bytes | None, sha: bytes,
                     message: bytes) -> list[tuple[str, str | None, str]]:
         trailer = _OP_TRAILER.search(message.decode("utf-8", "replace"))
+        if trailer and trailer.group(1) == "rename":
+            return []  # the rename half of a move: its version is the commit that follows
         removed: dict[str, str] = {}
         present: dict[str, tuple[str, bool]] = {}  # id -> (path, existed before)
+        gone_plain: dict[str, bytes] = {}   # removed files without an id: line, path -> content
+        new_plain: dict[str, bytes] = {}    # added files without an id
         for change in self.git.changes_between(parent, sha):
             if change.old_path and self.is_memory_path(change.old_path) and change.new_sha is None:
                 data = self.git.blob(change.old_sha) if change.old_sha else b""
-                removed[id_from_blob(data) or path_id(change.old_path)] = change.old_path
+                mid = id_from_blob(data)
+                if mid is None:
+                    gone_plain[change.old_path] = data
+                    mid = self._plain_id(change.old_path)
+                removed[mid] = change.old_path
             if change.new_path and self.is_memory_path(change.new_path) and change.new_sha:
                 data = self.git.blob(change.new_sha)
-                mid = id_from_blob(data) or path_id(change.new_path)
+                mid = id_from_blob(data)
+                if mid is None:
+                    if change.old_sha is None:
+                        new_plain[change.new_path] = data
+                    mid = self._plain_id(change.new_path)
                 present[mid] = (change.new_path, change.old_sha is not None)
+        # A file without an id that a person renamed keeps the id of its former name.
+        for old, new in rename_pairs(gone_plain, new_plain):
+            inherited = self._plain_id(old)
+            present.pop(self._plain_id(new), None)
+            self.catalog.set_inherited_id(new, inherited)
+            present[inherited] = (new, False)
         out: list[tuple[str, str | None, str]] = []
         for mid, (path, existed) in present.items():
             op = "move" if mid in removed else ("update" if existed else "add")
@@ -98,9 +161,14 @@ class HistoryMixin:
                 out.append((mid, None, trailer.group(1) if trailer else "delete"))
         return out
 
+    def _plain_id(self: "Vault", path: str) -> str:
+        """The id of a file at ``path`` with no ``id:`` in its frontmatter."""
+        return self.catalog.inherited_id(path) or path_id(path)
+
     # ------------------------------------------------------------- queries
     def _memory_id(self: "Vault", ref: str) -> str:
         """The id ``ref`` names, also for memories that no longer have a file."""
+        self.sync_history()   # renames it records decide the id of a file without one
         try:
             return self.get(ref).id
         except NotFound:
@@ -223,7 +291,8 @@ class HistoryMixin:
             meta = dict(old.meta, updated=self.now())
             data = self._render(meta, parsed.body if parsed.has_frontmatter else old.body,
                                 parsed.raw_blocks)
-            changes = [FileChange(target, data)]
+            changes = [FileChange(target, data, moved_from=current.path if current is not None
+                                  and current.path != target else None)]
             if current is not None and current.path != target:
                 changes.insert(0, FileChange(current.path, None))
             done = self._commit(changes, f"restore: {old.title} to {old.commit[:8]}", "restore",

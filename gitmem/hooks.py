@@ -3,22 +3,27 @@
 ``gitmem hooks install`` writes five small POSIX ``sh`` scripts into the
 vault's hooks folder (``core.hooksPath`` if set, else ``.git/hooks``):
 
-* ``post-commit``, ``post-merge``, ``post-checkout``, ``post-rewrite``:
-  after git changed files (a commit, pull, merge, checkout, rebase), refresh
-  the search index for those files and record the new commits in the
-  memory history (:meth:`Vault.refresh`, :meth:`Vault.sync_history`);
 * ``pre-commit``: validate the *staged* content of every added or modified
   memory file (UTF-8, frontmatter YAML, field values) and reject the commit
-  with one line per bad file.
+  with one line per bad file.  It runs ``"$PY" -c`` (the interpreter that
+  installed it) importing only :func:`main` and what the check needs (YAML,
+  the schema; no dulwich, Whoosh or click), and reads the staged blobs with
+  one ``git cat-file --batch``.
+* ``post-commit``, ``post-merge``, ``post-checkout``, ``post-rewrite``: run
+  no Python at all.  gitmem's search index, catalog and memory history are
+  caches that catch up by themselves when a process next opens the vault
+  (``Vault.index`` compares file hashes with the index, ``sync_history``
+  reads only the new commits, the catalog re-reads files whose stat
+  changed), so these hooks only touch ``.git/gitmem/changed-by-git``
+  (:data:`STAMP`): one ``stat`` tells a long-running process that git changed
+  files.  (Refreshing eagerly in the hook cost ~0.4 s of CPU per commit at
+  1,000 memories, mostly imports.)
 
-Each script records the interpreter that installed it and runs
-``"$PY" -m gitmem --vault "$(git rev-parse --show-toplevel)" hook NAME ARGS``.
-They fail safe: when that interpreter is gone or cannot import gitmem, a
-post-* hook prints one warning and exits 0, and pre-commit lets the commit
-through unvalidated (with a warning).  A ``GITMEM_HOOK`` environment variable
-guards against re-entry: the script exits at once when it is set and sets it
-for everything it runs.  gitmem's own commits are built from the object store
-and never run hooks.
+pre-commit fails safe: when its interpreter is gone or cannot import gitmem,
+it prints one warning and lets the commit through unvalidated.  A
+``GITMEM_HOOK`` environment variable guards against re-entry: a script exits
+at once when it is set and sets it for everything it runs.  gitmem's own
+commits are built from the object store and never run hooks.
 
 A hook is gitmem's when it contains the :data:`MARKER` line; install,
 uninstall and status never touch other hooks (``install --force`` moves a
@@ -35,14 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .errors import Conflict, GitmemError, InvalidInput, StorageError
+from .errors import Conflict, GitmemError, InvalidInput, NotAVault, StorageError
 from .paths import is_memory_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from .vault import Vault
 
-__all__ = ["HOOK_NAMES", "MARKER", "HookState", "hook_script", "hooks_dir", "hook_status",
-           "install_hooks", "uninstall_hooks", "run_hook", "staged_problems"]
+__all__ = ["HOOK_NAMES", "MARKER", "STAMP", "HookState", "hook_script", "hooks_dir", "hook_status",
+           "install_hooks", "uninstall_hooks", "main", "run_hook", "staged_problems"]
 
 HOOK_NAMES = ("pre-commit", "post-commit", "post-merge", "post-checkout", "post-rewrite")
 POST_HOOKS = HOOK_NAMES[1:]
@@ -51,16 +56,18 @@ BACKUP_SUFFIX = ".pre-gitmem"
 # The interpreter line of the copies in the repository's hooks/ folder, for
 # people who install hooks by hand: any python3 with gitmem installed.
 MANUAL_PY_LINE = 'PY="${GITMEM_PYTHON:-python3}"'
-_NULL_SHA = "0" * 40
-_HOOK_LOCK_TIMEOUT = 10.0  # a hook waits this long for the vault lock, then gives up quietly
 
 _PURPOSE = {
     "pre-commit": "Rejects a commit whose staged memory files have broken frontmatter.",
-    "post-commit": "Refreshes gitmem's search index and history for the committed files.",
-    "post-merge": "Refreshes gitmem's search index and history after a merge or pull.",
-    "post-checkout": "Refreshes gitmem's search index and history after a checkout.",
-    "post-rewrite": "Refreshes gitmem's search index and history after a rebase or amend.",
+    "post-commit": "Tells gitmem that git committed files (gitmem's caches catch up by themselves).",
+    "post-merge": "Tells gitmem that a merge or pull changed files (its caches catch up by themselves).",
+    "post-checkout": "Tells gitmem that a checkout changed files (its caches catch up by themselves).",
+    "post-rewrite": "Tells gitmem that a rebase or amend rewrote commits (its caches catch up by themselves).",
 }
+# The file the post-* hooks touch in the vault's state folder (.git/gitmem/) when git changed
+# files: a one-stat signal for long-running gitmem processes.  Nothing is written when the
+# state folder does not exist (gitmem never opened the repository).
+STAMP = "changed-by-git"
 
 _TEMPLATE = """\
 #!/bin/sh
@@ -69,25 +76,44 @@ _TEMPLATE = """\
 # Installed by 'gitmem hooks install' (or copied from gitmem's hooks/ folder);
 # 'gitmem hooks uninstall' removes it.
 # It never blocks git because gitmem is missing: {failsafe}
-{py_line}
-# Re-entrancy guard: anything this hook starts must not run it again.
+{py_line}# Re-entrancy guard: anything this hook starts must not run it again.
 if [ -n "${{GITMEM_HOOK:-}}" ]; then exit 0; fi
 GITMEM_HOOK={name}
 export GITMEM_HOOK
-if ! "$PY" -c 'import gitmem' >/dev/null 2>&1; then
-    echo "gitmem: {name} hook skipped: cannot run gitmem with $PY{skipped} (reinstall: gitmem hooks install)" >&2
-    exit 0
-fi
 {run}
 """
 
+# The Python side of pre-commit, passed with -c: exit 0 done (gitmem's own failures are
+# one warning line and exit 0), 65 the commit is rejected, 66 gitmem cannot be imported.
+_BOOT = (
+    "import sys\n"
+    "try:\n"
+    "    from gitmem.hooks import main\n"
+    "except Exception:\n"
+    "    sys.exit(66)\n"
+    "sys.exit(main(sys.argv[1:]))\n")
+
 _POST_RUN = """\
-"$PY" -m gitmem --vault "$(git rev-parse --show-toplevel)" hook {name} "$@" ||
-    echo "gitmem: {name} hook failed; the search index catches up the next time gitmem opens the vault" >&2
+# No Python here: gitmem's search index, catalog and memory history catch up
+# by themselves the next time gitmem opens the vault.  This only touches
+# .git/gitmem/{stamp}, which long-running gitmem processes can stat.
+dir=$(git rev-parse --git-common-dir 2>/dev/null) || exit 0
+if [ -d "$dir/gitmem" ]; then {{ true >"$dir/gitmem/{stamp}"; }} 2>/dev/null; fi
 exit 0"""
 
 _PRE_RUN = """\
-exec "$PY" -m gitmem --vault "$(git rev-parse --show-toplevel)" hook {name} "$@\""""
+# One Python process, importing only what the check needs (not the gitmem CLI).
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "gitmem: {name} hook skipped: cannot run gitmem with $PY; memories were not validated (reinstall: gitmem hooks install)" >&2
+    exit 0
+fi
+"$PY" -c '{boot}' "$(git rev-parse --show-toplevel)" {name} "$@"
+case $? in
+    0) exit 0 ;;
+    65) exit 1 ;;
+esac
+echo "gitmem: {name} hook skipped: cannot run gitmem with $PY; memories were not validated (reinstall: gitmem hooks install)" >&2
+exit 0"""
 
 
 def py_line(python: str) -> str:
@@ -98,19 +124,21 @@ def py_line(python: str) -> str:
 def hook_script(name: str, python: str | None = None, *, manual: bool = False) -> str:
     """The text of hook ``name`` running gitmem with ``python`` (default: this interpreter).
 
+    Only pre-commit runs Python; the post-* hooks are a few lines of ``sh``.
     ``manual`` gives the copy kept in the repository's ``hooks/`` folder,
     whose interpreter is ``$GITMEM_PYTHON`` or ``python3``.
     """
     if name not in HOOK_NAMES:
         raise InvalidInput(f"unknown hook {name!r}", hint=f"gitmem hooks: {', '.join(HOOK_NAMES)}")
-    pre = name == "pre-commit"
+    if name != "pre-commit":
+        return _TEMPLATE.format(marker=MARKER, name=name, purpose=_PURPOSE[name],
+                                failsafe="it runs no gitmem code, only sh and git.", py_line="",
+                                run=_POST_RUN.format(stamp=STAMP))
+    line = MANUAL_PY_LINE if manual else py_line(python or sys.executable)
     return _TEMPLATE.format(
         marker=MARKER, name=name, purpose=_PURPOSE[name],
-        failsafe=("without gitmem, commits are let through unvalidated." if pre
-                  else "if gitmem cannot run, it warns once and exits 0."),
-        py_line=MANUAL_PY_LINE if manual else py_line(python or sys.executable),
-        skipped="; memories were not validated" if pre else "",
-        run=(_PRE_RUN if pre else _POST_RUN).format(name=name))
+        failsafe="without gitmem, commits are let through unvalidated.",
+        py_line=line + "\n", run=_PRE_RUN.format(name=name, boot=_BOOT))
 
 
 # ------------------------------------------------------------- installing
@@ -238,6 +266,23 @@ def uninstall_hooks(vault: "Vault") -> list[HookState]:
 
 # ---------------------------------------------------------------- running
 Echo = Callable[[str], None]
+REJECTED = 65  # main()'s exit code when pre-commit rejects the commit
+
+
+def main(argv: Sequence[str]) -> int:
+    """What the pre-commit script runs (``python -c``): ``ROOT NAME ARGS...``.
+
+    Imports only what hook NAME needs (no click, no CLI, no Vault), so a
+    ``git commit`` pays one small Python start.  Returns 0, or :data:`REJECTED`."""
+    if len(argv) < 2:
+        sys.stderr.write("gitmem: hook: expected ROOT NAME [ARGS]\n")
+        return 0
+
+    def echo(line: str) -> None:
+        sys.stderr.write(line + "\n")
+
+    code = run_hook(argv[1], list(argv[2:]), argv[0], echo)
+    return REJECTED if code else 0
 
 
 def run_hook(name: str, args: Sequence[str], vault_path: str | os.PathLike[str] | None,
@@ -262,7 +307,7 @@ def run_hook(name: str, args: Sequence[str], vault_path: str | os.PathLike[str] 
         if name not in POST_HOOKS:
             echo(f"gitmem: unknown hook {name!r}; expected one of {', '.join(HOOK_NAMES)}")
             return 0
-        _post_hook(name, list(args), root, echo)
+        _post_hook(root)
     except GitmemError as exc:
         echo(f"gitmem: {name} hook: {exc.message}{_UNCHECKED if name == 'pre-commit' else ''}")
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the git command
@@ -274,45 +319,20 @@ def run_hook(name: str, args: Sequence[str], vault_path: str | os.PathLike[str] 
 _UNCHECKED = " (memories were not validated; the commit goes ahead)"
 
 
-def _post_hook(name: str, args: list[str], root: Path, echo: Echo) -> None:
-    from .vault import Vault
-    with Vault.open(root, lock_timeout=_HOOK_LOCK_TIMEOUT) as vault:
-        paths = _changed_paths(vault, name, args)
-        if paths is not None:
-            paths = [p for p in paths if vault.is_memory_path(p)]
-        # No index yet: it is built on first use.  No memory changed: nothing to refresh.
-        if (vault.state_dir / "index").exists() and paths != []:
-            report = vault.refresh(paths)
-            for path, problem in sorted(report.problems.items()):
-                echo(f"gitmem: {path}: {problem} (indexed as plain Markdown)")
-        vault.sync_history()
-
-
-def _changed_paths(vault: "Vault", name: str, args: list[str]) -> list[str] | None:
-    """The files a post-* hook must refresh, or None for "check them all"."""
-    head = vault.git.head()
-    if head is None:
-        return None
-    if name == "post-commit":
-        parents = vault.git.commit(head).parents
-        return _diff(vault, parents[0] if parents else None, head)
-    if name == "post-checkout" and len(args) >= 3 and args[2] == "1":
-        old, new = args[0], args[1]
-        if old == new:
-            return []  # a new branch at the same commit: no file changed
-        if old != _NULL_SHA:
-            try:
-                return _diff(vault, vault.git.resolve(old), vault.git.resolve(new))
-            except GitmemError:
-                return None
-    return None  # merges, rebases, file checkouts: stat every file (cheap)
-
-
-def _diff(vault: "Vault", old: bytes | None, new: bytes) -> list[str]:
-    paths: set[str] = set()
-    for change in vault.git.changes_between(old, new):
-        paths.update(p for p in (change.old_path, change.new_path) if p)
-    return sorted(paths)
+def _post_hook(root: Path) -> None:
+    """What a post-* hook does when it is run through Python (hooks installed by older
+    gitmem versions, ``gitmem hook NAME``): the same as the ``sh`` of today's hooks,
+    touch the :data:`STAMP`.  No Vault is opened: the search index, catalog and history
+    catch up by themselves when gitmem next opens the vault."""
+    git = root / ".git"
+    if not git.is_dir():
+        raise NotAVault(f"{root} is not a gitmem vault (no .git folder)")
+    state = git / "gitmem"
+    if state.is_dir():
+        try:
+            (state / STAMP).write_bytes(b"")
+        except OSError as exc:
+            raise StorageError(f"cannot write {state / STAMP}: {exc.strerror or exc}") from exc
 
 
 # -------------------------------------------------------------- pre-commit

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from .catalog import id_from_blob
+from .catalog import all_tags, id_from_blob
 from .errors import InvalidInput
 from . import safefs
 from .gitstore import FileChange, blob_id
@@ -77,7 +77,8 @@ class IndexMixin:
         links = list(dict.fromkeys(target for target, _ in memory_links(meta, memory.body)))
         return IndexDoc(
             path=memory.path, id=memory.id, title=memory.title, body=memory.body, hash=blob_hash,
-            tags=[str(t) for t in meta.get("tags", []) if t is not None] if isinstance(meta.get("tags"), list) else [],
+            # Obsidian's tags: the frontmatter's and the body's inline #tags (never written to the file)
+            tags=all_tags(meta, memory.body),
             type=str(meta.get("type", "memory")), tier=memory.tier, status=str(meta.get("status", "active")),
             scope=_opt(meta.get("scope")), agent=_opt(meta.get("agent")),
             entities=[str(e) for e in meta.get("entities", [])] if isinstance(meta.get("entities"), list) else [],
@@ -254,27 +255,68 @@ class IndexMixin:
             changes = [c for c in changes if c.path not in refused]
             if not changes:
                 return None
+            head = self.git.head()
+            renamed = self._outside_renames(changes, head)
+            renamed_from = {old for old, _ in renamed.values()}
             touched = []
             for change in changes:
+                if change.path in renamed_from:
+                    continue  # the memory lives on under its new name (below)
                 if change.data is None:
-                    prior = self.git.read_at(self.git.head(), change.path) or b""
-                    touched.append((id_from_blob(prior) or path_id(change.path), None, "edit"))
+                    prior = self.git.read_at(head, change.path) or b""
+                    touched.append((id_from_blob(prior) or self._plain_id(change.path), None, "edit"))
                 else:
                     touched.append((self._read_file(change.path, change.data).id, change.path, "edit"))
             if len(changes) == 1:
                 only = changes[0]
                 what = self._read_file(only.path, only.data).title if only.data is not None else only.path
                 subject = f"edit: {what}" + (" (removed)" if only.data is None else "")
+            elif len(changes) == 2 and len(renamed) == 1:
+                new_path, (old_path, _) = next(iter(renamed.items()))
+                subject = f"edit: {self._read_file(new_path, changes[0].data or changes[1].data).title}" \
+                    f" (renamed from {old_path.rsplit('/', 1)[-1]})"
             else:
                 subject = f"edit: {len(changes)} memories changed outside gitmem"
-            head = self.git.head()
             listing = "\n".join(
-                f"{'D' if c.data is None else ('M' if self.git.blob_sha_at(head, c.path) else 'A')} {c.path}"
-                for c in changes)
+                (f"R {renamed[c.path][0]} -> {c.path}" if c.path in renamed else
+                 f"{'D' if c.data is None else ('M' if self.git.blob_sha_at(head, c.path) else 'A')} {c.path}")
+                for c in changes if c.path not in renamed_from)
             who = self._author(author) if author else self.config.user
-            done = self._commit(changes, subject, "edit", touched, author=who, body=listing,
-                                write_worktree=False, origin="person")
+            try:
+                done = self._commit(changes, subject, "edit", touched, author=who, body=listing,
+                                    write_worktree=False, origin="person")
+            except BaseException:
+                for new_path, (_, before) in renamed.items():   # the rename is not recorded
+                    self.catalog.set_inherited_id(new_path, before)
+                raise
         return done.sha
+
+    def _outside_renames(self: "Vault", changes: Sequence[FileChange], head: bytes | None
+                         ) -> dict[str, tuple[str, str | None]]:
+        """Files without an ``id:`` that a person renamed (Obsidian renames a note by
+        renaming its file): new path -> (old path, the id it inherited before).  The new
+        path is recorded as the old one's memory, so it keeps its id and history; the
+        file itself is not touched.  Pairs are found as git finds renames."""
+        gone: dict[str, bytes] = {}
+        added: dict[str, bytes] = {}
+        for change in changes:
+            if change.data is None:
+                prior = self.git.read_at(head, change.path) if head else None
+                if prior is not None and id_from_blob(prior) is None:
+                    gone[change.path] = prior
+            elif id_from_blob(change.data) is None and (head is None or
+                                                         self.git.blob_sha_at(head, change.path) is None):
+                added[change.path] = change.data
+        if not gone or not added:
+            return {}
+        from .history import rename_pairs
+        out: dict[str, tuple[str, str | None]] = {}
+        with self.catalog.transaction():
+            for old, new in rename_pairs(gone, added):
+                memory_id = self._plain_id(old)
+                out[new] = (old, self.catalog.inherited_id(new))
+                self.catalog.set_inherited_id(new, memory_id)
+        return out
 
 
 def _opt(value: Any) -> str | None:

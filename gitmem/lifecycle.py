@@ -138,6 +138,19 @@ def _brief(m: Memory) -> dict[str, Any]:
             "importance": m.meta.get("importance", 3), "tags": list(m.meta.get("tags", []))}
 
 
+def _link_names(memory: Memory, tiers: Iterable[str]) -> list[str]:
+    """Every link target that names ``memory``: its id, file name, title, aliases and
+    its path from the vault root and from its tier folder (compared as link_key does)."""
+    stem = memory.path.rsplit("/", 1)[-1][:-3]
+    names = [memory.id, stem, memory.title, memory.path]
+    top, _, rest = memory.path.partition("/")
+    if top in tiers and rest:
+        names.append(rest)
+    aliases = memory.meta.get("aliases")
+    names += [str(a) for a in aliases] if isinstance(aliases, list) else []
+    return names
+
+
 def _row_brief(row: FileRow) -> dict[str, Any]:
     return {"id": row.id, "path": row.path, "title": row.meta.get("title"),
             "tier": row.meta.get("tier"), "status": row.meta.get("status", "active")}
@@ -632,14 +645,13 @@ class LifecycleMixin:
         self._ensure_scanned()
         outgoing = []
         for target, relation in memory_links(memory.meta, memory.body):
-            rows = self.catalog.by_id(target) or self.catalog.by_stem(target.removesuffix(".md")) \
-                or self.catalog.by_title(target)
+            # Resolved as Obsidian does: path links, any case, aliases (see ReadMixin._link_rows).
+            rows = self.catalog.by_id(target) if relation != "wikilink" else self._link_rows(target)
             item = {"target": target, "relation": relation, "exists": bool(rows)}
             if rows:
                 item.update(_row_brief(rows[0]))
             outgoing.append(item)
-        stem = memory.path.rsplit("/", 1)[-1][:-3]
-        names = [memory.id, stem, f"{stem}.md", memory.title]
+        names = _link_names(memory, self.config.tiers)
         backlinks = []
         seen: set[tuple[str, str]] = set()
         for row, _, relation in self.catalog.linking_to(names):

@@ -24,7 +24,8 @@ import yaml
 from .errors import InvalidContent, InvalidFrontmatter, InvalidMetadata
 from .schema import FIELD_ORDER, has_surrogate, ordered, safe_value
 
-__all__ = ["ParsedFile", "parse_text", "decode", "render", "MAX_FRONTMATTER_BYTES"]
+__all__ = ["ParsedFile", "parse_text", "decode", "render", "MAX_FRONTMATTER_BYTES", "inline_tags",
+           "wikilinks", "memory_links", "link_key", "wikilink_target"]
 
 MAX_FRONTMATTER_BYTES = 64 * 1024
 MAX_ALIASES = 20
@@ -248,8 +249,94 @@ LINK_FIELDS = ("supersedes", "superseded_by", "archived_into", "merged_into")
 
 
 def wikilinks(body: str) -> list[str]:
-    """Targets of Obsidian ``[[links]]`` in a Markdown body, in order, unique."""
+    """Targets of Obsidian ``[[links]]`` in a Markdown body, in order, unique: the note
+    name or path as written, without a ``|label``, ``#heading`` or ``#^block`` part."""
     return list(dict.fromkeys(m.group(1).strip() for m in _WIKILINK.finditer(body)))
+
+
+def wikilink_target(text: str) -> str:
+    """The note a reference names when written as an Obsidian link: ``[[x|label]]``,
+    ``x#heading`` and ``x#^block`` name ``x``; anything else is returned stripped."""
+    ref = text.strip()
+    if ref.startswith("[[") and ref.endswith("]]"):
+        ref = ref[2:-2]
+    for mark in ("|", "#"):
+        head = ref.split(mark, 1)[0].strip()
+        if head:
+            ref = head
+    return ref.strip()
+
+
+def link_key(target: str) -> str:
+    """How a link target is compared (Obsidian resolves links case-insensitively): folded
+    case, ``/`` separators, no leading ``/`` or ``./``, no ``.md`` suffix."""
+    key = target.strip().replace("\\", "/").casefold()
+    while key.startswith(("/", "./")):
+        key = key[1:] if key.startswith("/") else key[2:]
+    return key[:-3] if key.endswith(".md") else key
+
+
+# Obsidian's inline tags: "#" at the start of a line or after whitespace, then letters,
+# digits, "_", "-" or "/" with at least one that is not a digit ("#123" is no tag).  A
+# heading ("# Title") has a space after its "#"; a URL's "#fragment" follows a non-space.
+_INLINE_TAG = re.compile(r"(?<!\S)#([\w/-]+)")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_BACKTICKS = re.compile(r"`+")
+MAX_INLINE_TAGS = 1000
+
+
+def _without_code_spans(line: str) -> str:
+    """``line`` with its `code spans` blanked (linear: each backtick run is looked at once)."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
+    if len(runs) < 2:
+        return line
+    later: dict[int, list[int]] = {}
+    for i in range(len(runs) - 1, -1, -1):  # run length -> indexes, nearest last
+        later.setdefault(runs[i][1] - runs[i][0], []).append(i)
+    out, pos, i = [], 0, 0
+    while i < len(runs):
+        start, end = runs[i]
+        same = later[end - start]
+        while same and same[-1] <= i:
+            same.pop()
+        if same:
+            close = same[-1]
+            out.append(line[pos:start] + " ")
+            pos, i = runs[close][1], close + 1
+        else:
+            i += 1
+    out.append(line[pos:])
+    return "".join(out)
+
+
+def inline_tags(body: str) -> list[str]:
+    """Obsidian ``#tags`` written in a Markdown body, in order, unique (case kept),
+    without the ``#``; none are taken from fenced code blocks, code spans or
+    ``%%comments%%``.  At most :data:`MAX_INLINE_TAGS`."""
+    if "#" not in body:
+        return []
+    found: dict[str, None] = {}
+    fence: str | None = None
+    for line in body.splitlines():
+        match = _FENCE.match(line)
+        if fence is not None:
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
+                    and not match.group(2).strip():
+                fence = None
+            continue
+        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+            fence = match.group(1)
+            continue
+        if "#" not in line:
+            continue
+        if "%%" in line:
+            line = re.sub(r"%%.*?(?:%%|$)", " ", line)
+        for tag in _INLINE_TAG.findall(_without_code_spans(line)):
+            if tag and not tag.isdigit():
+                found.setdefault(tag, None)
+                if len(found) >= MAX_INLINE_TAGS:
+                    return list(found)
+    return list(found)
 
 
 def memory_links(meta: Mapping[str, Any], body: str) -> list[tuple[str, str]]:

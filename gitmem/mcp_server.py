@@ -24,6 +24,9 @@ with its lock), so one slow write does not stall other requests; errors are tool
 results with ``isError: true`` and the structured error as
 ``structuredContent``, never protocol failures.  The SDK is imported only
 when the server starts, so ``gitmem --help`` and ``import gitmem`` stay fast.
+
+Both transports take a :class:`~gitmem.follow.Follower` that keeps the index
+current with outside edits while the server runs (``gitmem mcp --follow``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .errors import Conflict, GitmemError, InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .follow import Follower
     from .tools import Toolbox
 
 __all__ = ["build_server", "serve_stdio", "serve_http", "http_app", "http_url", "require_sdk",
@@ -60,8 +64,9 @@ def require_sdk() -> None:
                            hint='pip install "gitmem-vault[mcp]"')
 
 
-def build_server(toolbox: "Toolbox") -> Any:
-    """An ``mcp.server.Server`` serving ``toolbox``'s profile."""
+def build_server(toolbox: "Toolbox", before_call: Callable[[], None] | None = None) -> Any:
+    """An ``mcp.server.Server`` serving ``toolbox``'s profile; ``before_call``
+    (e.g. :meth:`Follower.before_call`) runs before each tool call, in its thread."""
     import anyio
     import mcp_types as types
     from mcp.server import Server
@@ -81,7 +86,12 @@ def build_server(toolbox: "Toolbox") -> Any:
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(_ctx: Any, params: Any) -> Any:
-        result = await anyio.to_thread.run_sync(toolbox.call, params.name, params.arguments or {})
+        def run() -> Any:
+            if before_call is not None:
+                before_call()
+            return toolbox.call(params.name, params.arguments or {})
+
+        result = await anyio.to_thread.run_sync(run)
         text, is_error = render_result(result, toolbox.profile)
         return types.CallToolResult(content=[types.TextContent(text=text)],
                                     structured_content=result if isinstance(result, dict) else None,
@@ -92,22 +102,29 @@ def build_server(toolbox: "Toolbox") -> Any:
                   instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _run_stdio(toolbox: "Toolbox") -> None:
+async def _run_stdio(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
     from mcp.server.stdio import stdio_server
-    server = build_server(toolbox)
+    server = build_server(toolbox, follower.before_call if follower is not None else None)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def serve_stdio(toolbox: "Toolbox") -> None:
+def serve_stdio(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
     """Serve over stdin/stdout with the SDK until the client closes the connection.
 
     ``gitmem mcp`` uses :func:`gitmem.mcp_stdio.serve` instead unless
     ``GITMEM_MCP_STDIO=sdk``; this stays as the reference it is measured against.
+    ``follower`` (not started yet) is started in the background and stopped at the end.
     """
     require_sdk()
     import anyio
-    anyio.run(_run_stdio, toolbox)
+    if follower is not None:
+        follower.start(background=True)
+    try:
+        anyio.run(_run_stdio, toolbox, follower)
+    finally:
+        if follower is not None:
+            follower.stop()
 
 
 # The three spellings everyone reads as "this machine only".  Other 127.x
@@ -228,7 +245,8 @@ class _BearerAuth:
 
 
 def http_app(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-             allowed_hosts: tuple[str, ...] | list[str] = ()) -> Any:
+             allowed_hosts: tuple[str, ...] | list[str] = (),
+             before_call: Callable[[], None] | None = None) -> Any:
     """The streamable-HTTP ASGI app (at ``/mcp``) for a server bound to ``host``:``port``.
 
     DNS-rebinding protection is always on: gitmem passes the SDK explicit
@@ -247,7 +265,7 @@ def http_app(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765, t
     hosts, origins = allowed_hosts_and_origins(host, port, allowed_hosts)
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                          allowed_origins=origins)
-    app = build_server(toolbox).streamable_http_app(host=normalize_host(host), transport_security=security)
+    app = build_server(toolbox, before_call).streamable_http_app(host=normalize_host(host), transport_security=security)
     return _BearerAuth(app, token) if token else app
 
 
@@ -277,8 +295,11 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def serve_http(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
                allowed_hosts: tuple[str, ...] | list[str] = (),
-               on_ready: Callable[[str], None] | None = None) -> None:
+               on_ready: Callable[[str], None] | None = None, follower: "Follower | None" = None) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted.
+
+    ``follower`` (not started yet) is started in the background once the
+    socket is bound and stopped when serving ends.
 
     Checks the token rule before binding; binds the socket itself so that a
     taken port is a gitmem error (``port_in_use``) rather than uvicorn's log
@@ -293,11 +314,14 @@ def serve_http(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765,
     sock = _bind(host, port)
     try:
         port = int(sock.getsockname()[1])  # the real one when port 0 asked for any
-        app = http_app(toolbox, host=host, port=port, token=token, allowed_hosts=allowed_hosts)
+        app = http_app(toolbox, host=host, port=port, token=token, allowed_hosts=allowed_hosts,
+                       before_call=follower.before_call if follower is not None else None)
         import uvicorn
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
         if on_ready is not None:
             on_ready(http_url(host, port))
+        if follower is not None:
+            follower.start(background=True)
         try:
             server.run(sockets=[sock])
         except SystemExit as exc:  # uvicorn exits 3 when the app's start-up fails
@@ -307,4 +331,6 @@ def serve_http(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765,
                                   hint="The server's log lines above say why.") from None
             raise
     finally:
+        if follower is not None:
+            follower.stop()
         sock.close()

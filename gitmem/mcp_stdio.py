@@ -25,6 +25,11 @@ What is spoken, as the SDK's low-level server speaks it (v2, checked against
 
 Requests are answered one at a time, in order (one vault; tool calls are
 synchronous).  The server stops, with exit status 0, when stdin closes.
+
+Outside edits (an editor, ``git pull``) are followed by a
+:class:`~gitmem.follow.Follower` when :func:`serve` is given one: it starts
+once ``initialize`` has been answered (so the handshake pays nothing for it)
+and is asked to catch up before each tool call (a no-op while the watcher runs).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .follow import Follower
     from .tools import Toolbox
 
 __all__ = ["StdioServer", "serve", "tool_definitions", "server_info", "negotiate_version", "INSTRUCTIONS",
@@ -99,10 +105,12 @@ class StdioServer:
     None); :meth:`serve` runs the loop over binary streams.
     """
 
-    def __init__(self, toolbox: "Toolbox") -> None:
+    def __init__(self, toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
         self.toolbox = toolbox
+        self.follower = follower  # started after ``initialize``; asked to catch up before each call
         self.initialized = False  # ``initialize`` answered
         self._tools: list[dict[str, Any]] | None = None
+        self._following = False
 
     # -------------------------------------------------------------- messages
     def handle_line(self, line: bytes | str) -> dict[str, Any] | None:
@@ -184,6 +192,8 @@ class StdioServer:
             raise _RpcError(INVALID_PARAMS, "Invalid request parameters", "name must be a string")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise _RpcError(INVALID_PARAMS, "Invalid request parameters", "arguments must be an object")
+        if self.follower is not None:
+            self.follower.before_call()
         result = self.toolbox.call(name, arguments or {})
         text, is_error = render_result(result, self.toolbox.profile)
         answer: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
@@ -217,10 +227,24 @@ class StdioServer:
                 stdout.flush()
             except BrokenPipeError:  # the client went away
                 return
+            if self.initialized and not self._following:
+                self.start_following()
+
+    def start_following(self) -> None:
+        """Start the follower (once), in the background: called after the
+        ``initialize`` answer is written."""
+        if self._following:
+            return
+        self._following = True
+        if self.follower is not None:
+            self.follower.start(background=True)
 
 
-def serve(toolbox: "Toolbox") -> None:
+def serve(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
     """Serve ``toolbox`` on this process's stdin/stdout until stdin closes.
+
+    ``follower`` (not started yet) is started once ``initialize`` is answered
+    and stopped when stdin closes.
 
     The protocol gets its own copy of the stdout descriptor and descriptor 1
     (and ``sys.stdout``) become stderr, so a stray print, or a child process
@@ -234,8 +258,10 @@ def serve(toolbox: "Toolbox") -> None:
     except OSError:  # no usable stderr: keep writing to stdout as it is
         out = sys.stdout.buffer
     try:
-        StdioServer(toolbox).serve(sys.stdin.buffer, out)
+        StdioServer(toolbox, follower).serve(sys.stdin.buffer, out)
     finally:
+        if follower is not None:
+            follower.stop()
         try:
             out.flush()
         except OSError:

@@ -580,7 +580,7 @@ def purge(vault: "Vault", ref: str) -> PurgeReport:
         record = _plan(vault, rewriter, report)  # in memory only: a kill here changes nothing
         report.paths = sorted(set(report.paths) | rewriter.removed_paths)
         # Index dirty first, so even a reader that opens the vault takes the lock (and recovers).
-        (vault.state_dir / "index-dirty").touch()
+        vault.git.mark_index_dirty()
         _write_journal(vault, record)
         _store_objects(rewriter.pending)
         report.objects_pruned = _run(vault, record, "refs")

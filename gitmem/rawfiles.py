@@ -348,7 +348,9 @@ class RawFilesMixin:
                 raise Conflict(f"{rel} changed since it was read", hint="Read it again and redo the edit.")
             if existed:
                 self._guard_file(rel, "overwrite")
-                if safefs.read_bytes(self.root, rel) == data:
+                current = safefs.read_bytes(self.root, rel)
+                self._bases[rel] = current  # what this write replaces (person_edits.py)
+                if current == data:
                     return FileWrite([rel], None, False, self._problems(rel, data))
             else:
                 self._new_name_free(rel)
@@ -423,7 +425,8 @@ class RawFilesMixin:
                 if moved.rsplit("/", 1)[-1].casefold() != path.rsplit("/", 1)[-1].casefold():
                     self._new_name_free(moved)
                 data = safefs.read_bytes(self.root, path)
-                changes += [FileChange(path, None), FileChange(moved, data)]
+                self._bases[path] = data
+                changes += [FileChange(path, None), FileChange(moved, data, moved_from=path)]
                 touched += self._touch(moved, data, "move")
             done = self._commit(changes, f"rename: {src} -> {dst}", "move", touched, author=who)
         return FileWrite([dst + p[len(src):] for p in paths], done.sha)

@@ -16,7 +16,7 @@ from . import safefs
 from .catalog import FileRow
 from .gitstore import blob_id
 from .errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
-from .markdown import ParsedFile, decode, parse_text
+from .markdown import ParsedFile, decode, parse_text, wikilink_target
 from .paths import MEMORY_MD, check_relpath, is_hidden_part
 from .schema import Memory, clean_metadata, derive
 
@@ -86,8 +86,17 @@ class ReadMixin:
         parsed = parse_text(text)
         if parsed.problem:
             problems.append(parsed.problem)
-        meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers)
+        meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers,
+                      inherited_id=self._inherited_id(path, parsed.meta))
         return Memory(path, meta, parsed.body, problems), parsed
+
+    def _inherited_id(self: "Vault", path: str, meta: dict[str, Any]) -> str | None:
+        """The id a file without an ``id:`` keeps from the name it had before a person
+        renamed it (see :meth:`IndexMixin.commit_outside_edits`); None otherwise."""
+        written = meta.get("id")
+        if isinstance(written, str) and written.strip():
+            return None
+        return self.catalog.inherited_id(path)
 
     def scan(self: "Vault") -> tuple[list[str], list[str]]:
         """Re-read changed files into the catalog; returns (changed, removed) paths."""
@@ -125,19 +134,48 @@ class ReadMixin:
 
     def _lookup(self: "Vault", ref: str) -> list[FileRow]:
         ref = ref.strip()
+        if ref.startswith("[[") and ref.endswith("]]"):
+            return self._link_rows(wikilink_target(ref))
         if "/" in ref or "\\" in ref:
             rel = check_relpath(ref)
             row = self.catalog.row(rel)
-            return [row] if row else []
-        rows = self.catalog.by_id(ref)
-        if not rows and ref.endswith(".md"):
-            rows = self.catalog.by_stem(ref[:-3])
+            if row:
+                return [row]
+            rows = self._link_rows(ref)  # a path as an Obsidian link names it, or a title with "/"
+        else:
+            rows = self.catalog.by_id(ref)
+            if not rows and ref.endswith(".md"):
+                rows = self.catalog.by_stem(ref[:-3])
+            if not rows:
+                rows = self.catalog.by_stem(ref)
+            if not rows:
+                rows = self.catalog.by_title(ref)
+            if not rows:
+                rows = self.catalog.by_alias(ref)
+            if not rows and len(ref) >= 4 and all(c in "0123456789abcdef-" for c in ref.lower()):
+                rows = self.catalog.by_id_prefix(ref.lower())
         if not rows:
-            rows = self.catalog.by_stem(ref)
+            target = wikilink_target(ref)   # "[[x|label]]", "x#heading", "x#^block"
+            if target and target != ref:
+                rows = self._link_rows(target)
+        return rows
+
+    def _link_rows(self: "Vault", target: str) -> list[FileRow]:
+        """The memories an Obsidian ``[[target]]`` names (``target`` without its ``|label``
+        or ``#heading``), case-insensitively: an id, a path (``.md`` optional, from the
+        vault root or a tier folder), a file name, a title, then an alias."""
+        target = target.strip()
+        if not target:
+            return []
+        rows = self.catalog.by_id(target)
+        if not rows and ("/" in target or "\\" in target):
+            rows = self.catalog.by_link_path(target, self.config.tiers)
         if not rows:
-            rows = self.catalog.by_title(ref)
-        if not rows and len(ref) >= 4 and all(c in "0123456789abcdef-" for c in ref.lower()):
-            rows = self.catalog.by_id_prefix(ref.lower())
+            rows = self.catalog.by_stem(target[:-3] if target.lower().endswith(".md") else target)
+        if not rows:
+            rows = self.catalog.by_title(target)
+        if not rows:
+            rows = self.catalog.by_alias(target)
         return rows
 
     def _fast_lookup(self: "Vault", ref: str) -> list[FileRow] | None:
@@ -147,6 +185,8 @@ class ReadMixin:
         references need; ids are unique, so a fresh hit cannot be ambiguous.
         """
         ref = ref.strip()
+        if ref.startswith("[["):
+            return None
         if "/" in ref:
             row = self.catalog.row(check_relpath(ref))
             rows = [row] if row else []
@@ -159,7 +199,8 @@ class ReadMixin:
     def resolve(self: "Vault", ref: str) -> str:
         """The path of the memory ``ref`` names: an id (or unique id prefix of
         4+ characters), a vault-relative path, a file name (with or without
-        ``.md``) or an exact title (case-insensitive)."""
+        ``.md``), an exact title or an Obsidian alias (case-insensitive), or a note as
+        an Obsidian ``[[link]]`` names it (``Folder/Note``, ``Note#heading``, ``[[Note|label]]``)."""
         if not isinstance(ref, str) or not ref.strip():
             raise InvalidInput("memory reference is empty", hint="Pass an id, path, file name or title.")
         rows = self._fast_lookup(ref)
@@ -179,13 +220,20 @@ class ReadMixin:
 
     def get(self: "Vault", ref: str) -> Memory:
         """Read one memory (see :meth:`resolve` for what ``ref`` may be)."""
-        for _ in range(3):  # another process may be moving the file right now: look again
+        try:
+            return self._read_file(self.resolve(ref))
+        except (NotFound, FileNotFoundError, NotADirectoryError):
+            if self.lock.held:
+                raise
+        # Another process may be moving the file right now (its old name is gone, the
+        # new one not there yet): wait for its write to end, then look again.
+        with self.lock.hold():
+            self.scan()
             path = self.resolve(ref)
             try:
                 return self._read_file(path)
             except (FileNotFoundError, NotADirectoryError):
-                self.scan()
-        raise NotFound(f"memory file {path} vanished while reading")
+                raise NotFound(f"memory file {path} vanished while reading") from None
 
     def exists(self: "Vault", ref: str) -> bool:
         """True if ``ref`` names exactly one memory."""
@@ -211,12 +259,14 @@ class ReadMixin:
             for value in want.get(key, ()):
                 clean_metadata({key: value}, tiers=self.config.tiers)  # raises on unknown values
         need_tags = _as_set(tags) if tags else set()
+        # Tags as Obsidian counts them: frontmatter and inline #tags, any case, "#" optional.
+        tagged = self.catalog.paths_with_tags(need_tags) if need_tags else set()
         out: list[Memory] = []
         for row in self.catalog.all_rows():
             meta = {"id": row.id, **row.meta}
             if any(str(meta.get(k, "active" if k == "status" else "")) not in v for k, v in want.items()):
                 continue
-            if need_tags and not need_tags <= set(meta.get("tags") or []):
+            if need_tags and row.path not in tagged:
                 continue
             out.append(Memory(row.path, meta, "", [row.problem] if row.problem else []))
         out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)

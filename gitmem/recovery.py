@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .gitstore import FileChange, GitStore
 
 __all__ = ["Recovery", "PendingObjects", "begin_write", "end_write", "index_writing", "needs_recovery", "recover", "recover_vault",
-           "TEMP_MARK"]
+           "TEMP_MARK", "drop_objects"]
 
 JOURNAL = "write-journal"
 INDEX_MARKER = "index-writing"
@@ -173,7 +173,7 @@ def recover(store: "GitStore") -> Recovery:
             lock.unlink(missing_ok=True)
             report.actions.append("removed .git/index.lock left by a killed gitmem process")
         marker.unlink(missing_ok=True)
-        (state / "index-dirty").touch()  # the index write did not finish: redo it
+        store.mark_index_dirty()  # the index write did not finish: redo it
     journal = state / JOURNAL
     if journal.exists():
         try:
@@ -183,7 +183,7 @@ def recover(store: "GitStore") -> Recovery:
         if record is not None:
             _finish(store, record, report)
         journal.unlink(missing_ok=True)
-        (state / "index-dirty").touch()
+        store.mark_index_dirty()
     return report
 
 
@@ -210,7 +210,7 @@ def _finish(store: "GitStore", record: dict[str, Any], report: Recovery) -> None
         # partial objects (and dulwich's per-object .lock files, which would make
         # writing the same object again fail) so no dangling object stays.
         if head == parent:
-            removed = _drop_objects(store, record.get("objects", []))
+            removed = drop_objects(store, record.get("objects", []))
             report.actions.append(f"removed {removed} object(s) of a write killed before it began")
         return
     if head == parent:
@@ -233,7 +233,8 @@ def _finish(store: "GitStore", record: dict[str, Any], report: Recovery) -> None
         _remove_temp_files(store.root, entry["path"], report)
 
 
-def _drop_objects(store: "GitStore", ids: Sequence[str]) -> int:
+def drop_objects(store: "GitStore", ids: Sequence[str]) -> int:
+    """Remove the loose objects ``ids`` a write stored and then abandoned; returns how many."""
     removed = 0
     objects = store.git_dir / "objects"
     for sha in ids:

@@ -244,6 +244,8 @@ def _str_list(name: str, value: Any) -> list[str]:
         if isinstance(item, int) and not -_INT64 <= item < _INT64:
             raise InvalidMetadata(f"{name} entries must be strings, got a {_show(item)}", field=name)
         text = str(item).strip()
+        if name == "tags":  # Obsidian's "#tag" spelling in the frontmatter names the tag "tag"
+            text = text.lstrip("#").strip()
         if _CONTROL.search(text):
             raise InvalidMetadata(f"{name} entry {_show(text)} contains control characters", field=name)
         if has_surrogate(text):
@@ -253,7 +255,7 @@ def _str_list(name: str, value: Any) -> list[str]:
     return list(out)
 
 
-def _salvage_list(value: Any) -> list[str]:
+def _salvage_list(value: Any, name: str = "") -> list[str]:
     """What can be kept of a bad list field from a file: text entries (cleaned) and
     numbers as text; null, booleans, mappings and nested lists are dropped."""
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
@@ -263,6 +265,8 @@ def _salvage_list(value: Any) -> list[str]:
     out: dict[str, None] = {}
     for item in value:
         text = _safe_scalar_text(item)
+        if text and name == "tags":
+            text = text.lstrip("#").strip()
         if text:
             out[text] = None
     return list(out)
@@ -473,7 +477,7 @@ def sanitize_metadata(meta: Mapping[str, Any], *, tiers: Iterable[str] = DEFAULT
 def _fallback(key: str, value: Any) -> Any:
     """What a field whose value :func:`clean_metadata` refused is read as (None: absent)."""
     if key in _LIST_FIELDS:
-        return _salvage_list(value) or None
+        return _salvage_list(value, key) or None
     if key == "related":
         return _salvage_related(value) or None
     if key == "title" or key in _TEXT_FIELDS:
@@ -572,23 +576,27 @@ class Memory:
 
 def derive(path: str, meta: Mapping[str, Any], body: str, *, tiers: Iterable[str] = DEFAULT_TIERS,
            default_time: str | None = None,
-           problems: list[MetadataProblem] | None = None) -> dict[str, Any]:
+           problems: list[MetadataProblem] | None = None,
+           inherited_id: str | None = None) -> dict[str, Any]:
     """Fill in missing fields of a memory read from ``path`` (nothing is written).
 
     id from the path, title from the first heading or the file name, tier from
     the folder, type ``memory``, status ``active``.  Bad values are read safely
     (see :func:`sanitize_metadata`), so one hostile file cannot stop a command;
     what was wrong is appended to ``problems`` when it is given (``gitmem doctor``).
+    ``inherited_id`` is the id of a file without one that a person renamed (the id
+    it had under its former name, recorded by the catalog); it wins over the path's.
     """
     tiers = tuple(tiers)
     out, found = sanitize_metadata(meta, tiers=tiers)
     if problems is not None:
         problems.extend(found)
     if not isinstance(out.get("id"), str) or not out["id"].strip():
-        out["id"] = path_id(path)
+        out["id"] = inherited_id or path_id(path)
     if not isinstance(out.get("title"), str) or not out["title"].strip():
+        # The file name as written ("Daily 2026-11-24"), as Obsidian shows it.
         stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        title = first_heading(body) or stem.replace("-", " ").replace("_", " ").strip() or stem
+        title = first_heading(body) or stem.strip() or stem
         # A derived title is written when gitmem rewrites the file: it must be a valid one.
         out["title"] = _fallback("title", title) or "Untitled"
     top = path.split("/", 1)[0]

@@ -297,6 +297,10 @@ def _field_node(name: str, value: str, quoted: bool) -> Node:
         raise InvalidQuery(f"empty value for field {name!r}")
     if FIELDS[key] != "path":         # every other field is matched case-insensitively
         value = value.lower()
+    if FIELDS[key] == "tags":          # Obsidian spells a tag "#tag"
+        value = ",".join(v.strip().lstrip("#") for v in value.split(","))
+        if not value.strip(","):
+            raise InvalidQuery(f"empty value for field {name!r}")
     if not quoted and value.endswith("*") and len(value) > 1:
         return FieldTerm(FIELDS[key], value[:-1], prefix=True)
     return FieldTerm(FIELDS[key], value)

@@ -66,7 +66,8 @@ from .errors import (Conflict, GitmemError, InvalidInput, InvalidMetadata, Inval
                      SyncError, UnsafePath, UnsafeRemoteTree)
 from .gitstore import FileChange
 from .remote_trees import all_commits, check_incoming_trees, object_of, short
-from .remotes import check_name, http_credentials, normalise_url, redact
+from .remotes import (add_config_section, check_name, http_credentials, normalise_url, redact,
+                      remove_config_section)
 from .treemerge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -202,9 +203,8 @@ class SyncMixin:
             if config.has_section(section):
                 raise Conflict(f"remote {name!r} already exists",
                                hint=f"Remove it first: gitmem remote remove {name}")
-            config.set(section, b"url", url.encode())
-            config.set(section, b"fetch", f"+refs/heads/*:refs/remotes/{name}/*".encode())
-            config.write_to_path()
+            add_config_section(self._config_path(), "remote", name,
+                               [("url", url), ("fetch", f"+refs/heads/*:refs/remotes/{name}/*")])
         return Remote(name, redact(url))
 
     def remove_remote(self: "Vault", name: str) -> Remote:
@@ -212,9 +212,7 @@ class SyncMixin:
         url = self._remote_url(name)
         with self.lock.hold():
             repo = self.git.repo
-            config = repo.get_config()
-            del config[(b"remote", name.encode())]
-            config.write_to_path()
+            remove_config_section(self._config_path(), "remote", name)
             prefix = f"refs/remotes/{name}/".encode()
             for ref in [r for r in repo.refs.allkeys() if r.startswith(prefix)]:
                 repo.refs.remove_if_equals(ref, None)
@@ -373,11 +371,12 @@ class SyncMixin:
         name = branch.rsplit(b"/", 1)[-1]
         self.git.repo.refs[b"refs/remotes/" + remote.encode() + b"/" + name] = sha
         config = self.git.repo.get_config()
-        section = (b"branch", name)
-        if not config.has_section(section):
-            config.set(section, b"remote", remote.encode())
-            config.set(section, b"merge", branch)
-            config.write_to_path()
+        if not config.has_section((b"branch", name)):
+            add_config_section(self._config_path(), "branch", name.decode(),
+                               [("remote", remote), ("merge", branch.decode())])
+
+    def _config_path(self: "Vault") -> str:
+        return os.path.join(self.git.repo.controldir(), "config")
 
     def _push(self: "Vault", client: "GitClient", path: str, url: str, branch: bytes,
               expected: bytes | None, head: bytes) -> None:
@@ -809,6 +808,28 @@ def _close_client(client: "GitClient") -> None:
         pass
 
 
+def _release_responses(exc: BaseException) -> None:
+    """Close the http responses a failed request left open.
+
+    dulwich raises ``HTTPUnauthorized`` (401), ``NotGitRepository`` (404) and
+    other status errors without closing the response it read them from, so its
+    socket would stay open until garbage collection (a ``ResourceWarning``);
+    the responses are found in the frames the exception passed through."""
+    try:
+        from urllib3.response import BaseHTTPResponse
+    except ImportError:  # pragma: no cover - dulwich's http client needs urllib3
+        return
+    tb = exc.__traceback__
+    while tb is not None:
+        for value in list(tb.tb_frame.f_locals.values()):
+            if isinstance(value, BaseHTTPResponse):
+                try:
+                    value.close()
+                except Exception:  # noqa: BLE001 - best effort cleanup
+                    pass
+        tb = tb.tb_next
+
+
 @contextmanager
 def _remote_errors(url: str) -> Iterator[None]:
     """Turn transport failures into one clear :class:`SyncError`, URLs redacted."""
@@ -816,7 +837,11 @@ def _remote_errors(url: str) -> Iterator[None]:
     from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
     shown = redact(url)
     try:
-        yield
+        try:
+            yield
+        except Exception as exc:
+            _release_responses(exc)
+            raise
     except (SyncError, _RemoteMoved):
         raise
     except HTTPUnauthorized:

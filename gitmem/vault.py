@@ -11,17 +11,21 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from dulwich.file import FileLocked
+
 from . import safefs
 from .catalog import Catalog
 from .checks import Origin, WriteChecks
+from .person_edits import guard_person_edits
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
-from .errors import (Conflict, ContentTooLarge, InvalidContent,
+from .errors import (Conflict, ContentTooLarge, GitmemError, InvalidContent,
                      InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
                      NotFound, Protected)
 from .gitstore import FileChange, GitStore, blob_id
@@ -66,6 +70,15 @@ MEMORY.md merge=union
 # index costs ~50 ms at 10k files, so it is batched, not paid per write; the
 # window in which a shell `git commit -a` could see a stale index stays short.
 _INDEX_FLUSH_DELAY = 0.25
+# When git holds .git/index.lock (an IDE polling `git status`), the update is retried:
+# first after 0.05 s, doubling up to 0.25 s apart (git holds the lock for
+# milliseconds, so frequent tries get through), for 60 s; then it stays marked
+# (index-dirty) for the next write or the next process to repair.  close() retries
+# for at most _CLOSE_FLUSH_TIMEOUT so an exiting process never hangs on a stuck lock.
+_INDEX_RETRY_FIRST = 0.05
+_INDEX_RETRY_MAX = 0.25
+_INDEX_RETRY_FOR = 60.0
+_CLOSE_FLUSH_TIMEOUT = 10.0
 _live_vaults: "weakref.WeakSet[Vault]" = weakref.WeakSet()
 
 
@@ -97,6 +110,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
     (inject one in tests).  One Vault object may be shared by threads.
     """
 
+    import_report: dict[str, Any] | None = None  # what Vault.init imported (counts, source)
+
     def __init__(self, root: Path, *, author: str | Identity | None = None,
                  clock: Clock | None = None, lock_timeout: float = 30.0) -> None:
         self.root = Path(os.path.realpath(root))
@@ -121,66 +136,118 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         self._search_index = None
         # Outside edits the write checks refused at the last commit_outside_edits (path -> why).
         self.outside_refused: dict[str, str] = {}
-        if needs_recovery(self.git) or ((self.state_dir / "index-dirty").exists()
-                                        and not self.git.index_pending):
+        # Bytes of the files the write in progress read (path -> bytes); see person_edits.py.
+        self._bases: dict[str, bytes] = {}
+        if needs_recovery(self.git) or self.git.index_dirty():
             with self.lock.hold():
-                self.git.repair_index()  # a writer died before syncing .git/index
+                try:
+                    self.git.repair_index()  # a writer died before syncing .git/index
+                except FileLocked:
+                    pass  # git holds index.lock: still marked; close() or the next process repairs it
         _live_vaults.add(self)
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> "Vault":
-        """Open the vault at ``path`` (default: ``$GITMEM_VAULT``, else the current folder)."""
+        """Open the vault at ``path`` (default: ``$GITMEM_VAULT``, else the current folder).
+
+        Like git, a folder inside a vault opens that vault: the search goes up
+        from ``path`` to the first folder holding ``.gitmem.yaml`` (or, for
+        ``path`` itself, a ``.git`` folder), and stops at the file system root
+        or at a git repository that is not a gitmem vault.
+        """
         chosen = path if path is not None else os.environ.get("GITMEM_VAULT") or "."
-        root = Path(chosen).expanduser()
-        if not root.is_dir():
-            raise NotAVault(f"{root} does not exist")
-        if not (root / CONFIG_NAME).exists() and not (root / ".git").is_dir():
-            raise NotAVault(f"{root} is not a gitmem vault")
-        return cls(root, **kwargs)
+        start = Path(os.path.abspath(Path(chosen).expanduser()))
+        if not start.is_dir():
+            raise NotAVault(f"{start} does not exist" if not start.exists()
+                            else f"{start} is not a folder")
+        if (start / ".git").is_dir():  # the folder itself: any git repository opens
+            return cls(start, **kwargs)
+        folder = start
+        while True:
+            if (folder / CONFIG_NAME).is_file() and (folder / ".git").is_dir():
+                return cls(folder, **kwargs)
+            if (folder / ".git").exists():
+                raise NotAVault(f"{start} is not in a gitmem vault (the git repository at {folder} "
+                                f"has no {CONFIG_NAME})")
+            if folder.parent == folder:
+                raise NotAVault(f"{start} is not a gitmem vault (nor is any folder above it)")
+            folder = folder.parent
 
     @classmethod
     def init(cls, path: str | os.PathLike[str], *, from_dir: str | os.PathLike[str] | None = None,
-             author: str | Identity | None = None, clock: Clock | None = None) -> "Vault":
+             author: str | Identity | None = None, clock: Clock | None = None,
+             import_tier: str = "long_term",
+             progress: Callable[[int, int], None] | None = None) -> "Vault":
         """Create a vault at ``path`` (one commit), optionally importing the
-        Markdown memories of a plain folder such as the bundled ``sample-vault``."""
+        Markdown notes of a plain folder such as the bundled ``sample-vault`` or an
+        Obsidian vault.
+
+        Notes in the source's tier folders keep their place; every other note goes
+        under ``import_tier`` with its folders (``Projects/x.md`` ->
+        ``long_term/Projects/x.md``).  Hidden folders (``.obsidian``, ``.trash``)
+        and symbolic links are skipped.  ``progress(done, total)`` is called as
+        notes are read.  What was imported is in ``vault.import_report``.
+        """
         root = Path(path).expanduser()
         if (root / CONFIG_NAME).exists():
             raise Conflict(f"{root} is already a gitmem vault", hint="Open it with Vault.open().")
         if root.exists() and not root.is_dir():
             raise InvalidInput(f"{root} exists and is not a folder")
-        source = Path(from_dir).expanduser() if from_dir is not None else None
+        source = Path(os.path.abspath(Path(from_dir).expanduser())) if from_dir is not None else None
         if source is not None and not source.is_dir():
             raise NotFound(f"import folder {source} does not exist")
+        config_text = _read_or(source, CONFIG_NAME, DEFAULT_CONFIG_TEXT.encode())
+        config = VaultConfig.from_dict(_yaml_dict(config_text))
+        if source is not None and import_tier not in config.tiers:
+            raise InvalidInput(f"unknown tier {import_tier!r} for the imported notes",
+                               hint=f"Tiers: {', '.join(config.tiers)}.")
+        plan = list(_iter_import(source, config.tiers, import_tier)) if source is not None else []
         GitStore.init(root).close()
         vault = cls(root, author=author, clock=clock)
-        changes = [FileChange(CONFIG_NAME, _read_or(source, CONFIG_NAME, DEFAULT_CONFIG_TEXT.encode())),
+        changes = [FileChange(CONFIG_NAME, config_text),
                    FileChange(".gitignore", GITIGNORE.encode()),
                    FileChange(".gitattributes", GITATTRIBUTES.encode())]
-        vault.config = VaultConfig.from_dict(_yaml_dict(changes[0].data or b""))
+        vault.config = config
         imported: list[tuple[str, str]] = []
-        if source is not None:
-            for rel, data in _iter_import(source, vault.config.tiers):
+        outside = 0
+        for done, (src_rel, rel) in enumerate(plan, 1):
+            data = safefs.read_or_none(source, src_rel) if source is not None else None
+            if data is not None:
                 changes.append(FileChange(rel, data))
                 parsed = parse_text(decode(data))
                 imported.append((str(derive(rel, parsed.meta, parsed.body)["id"]), rel))
+                outside += src_rel != rel
+            if progress is not None:
+                progress(done, len(plan))
         for tier in vault.config.tiers:
             if not any(c.path.startswith(tier + "/") for c in changes):
                 changes.append(FileChange(f"{tier}/.gitkeep", b""))
         what = f" with {len(imported)} memories from {source.name}" if source else ""
         vault._commit(changes, f"init: gitmem vault{what}", "init",
                       [(mid, rel, "import") for mid, rel in imported], origin="person")
+        vault.import_report = {"source": str(source) if source else None, "imported": len(imported),
+                               "outside_tiers": outside, "import_tier": import_tier}
         return vault
 
     def close(self) -> None:
-        """Sync ``.git/index`` with HEAD and release resources (idempotent)."""
+        """Sync ``.git/index`` with HEAD and release resources (idempotent).
+
+        If git holds ``index.lock``, the index update is retried for up to
+        ``_CLOSE_FLUSH_TIMEOUT`` seconds; after that it stays marked dirty and the
+        next process that opens the vault repairs it.
+        """
         if self._closed:
             return
-        self._closed = True
         if self._flush_timer:
             self._flush_timer.cancel()
+        # Marked closed only after the flush: if a signal ends the process meanwhile
+        # (SystemExit), the atexit handler's close() runs the flush again.
+        flushed = self._flush_retrying(_CLOSE_FLUSH_TIMEOUT)
+        self._closed = True
         with self.lock.hold():
-            self.git.flush_index()
+            if not self.git.flush_index() or not flushed:
+                self.git.mark_index_dirty()  # given up: the next process to open the vault repairs it
             self.git.pack_if_needed()
             if self._search_index is not None:
                 self._search_index.close()
@@ -190,11 +257,32 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         _live_vaults.discard(self)
 
     def flush(self) -> None:
-        """Bring ``.git/index`` in line with HEAD now (normally done lazily)."""
+        """Bring ``.git/index`` in line with HEAD now (normally done lazily).
+
+        Retries while git holds ``index.lock`` (at most ``_CLOSE_FLUSH_TIMEOUT`` s)."""
         if self._flush_timer:
             self._flush_timer.cancel()
-        with self.lock.hold():
-            self.git.flush_index()
+        self._flush_retrying(_CLOSE_FLUSH_TIMEOUT)
+
+    def _flush_retrying(self, timeout: float) -> bool:
+        """Flush ``.git/index``, retrying with backoff for up to ``timeout`` seconds;
+        True once nothing is pending.  The vault lock is taken per attempt only."""
+        deadline = time.monotonic() + timeout
+        delay = _INDEX_RETRY_FIRST
+        while True:
+            with self.lock.hold():
+                if self.git.flush_index():
+                    if not self.git.index_dirty():
+                        return True
+                    try:  # left dirty by a process that gave up (or an open that met the lock)
+                        self.git.repair_index()
+                        return True
+                    except FileLocked:
+                        pass
+            if time.monotonic() + delay > deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, _INDEX_RETRY_MAX)
 
     def __enter__(self) -> "Vault":
         return self
@@ -329,6 +417,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
             data = safefs.read_bytes(self.root, path)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise NotFound(f"{path} no longer exists", hint="It was moved or removed meanwhile; retry.") from None
+        if self.lock.held:
+            self._bases[path] = data  # what this write is based on (person_edits.py)
         memory, parsed = self._read_parsed(path, data)
         if memory.problems or parsed.problem:
             raise InvalidFrontmatter(
@@ -450,7 +540,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         if new_path != memory.path and safefs.lstat(self.root, new_path) is not None:
             raise Conflict(f"cannot move {memory.path}: {new_path} already exists")
         data = self._render(new_meta, memory.body if body is None else body, parsed.raw_blocks)
-        changes = [FileChange(new_path, data)]
+        changes = [FileChange(new_path, data, moved_from=memory.path if new_path != memory.path else None)]
         if new_path != memory.path:
             changes.insert(0, FileChange(memory.path, None))
         return changes, new_path
@@ -503,14 +593,26 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
             trailers.append("Forced: true")
         message = f"{subject}\n\n" + (f"{body.rstrip()}\n\n" if body else "") + "\n".join(trailers) + "\n"
         with self.lock.hold():
-            written, removed = self._parse_changes(changes)
-            index_change = self._memory_index_change(changes, written, removed)
-            if index_change is not None:
-                changes = [*changes, index_change]
-            parent = self.git.head()
-            when = self.clock().timestamp()
-            sha = self.git.commit_files(changes, message, who, when=when, write_worktree=write_worktree,
-                                        generated=(MEMORY_INDEX,), origin=origin)
+            bases, self._bases = self._bases, {}
+            for attempt in range(3):
+                todo, expected = list(changes), None
+                if origin == "agent" and write_worktree:
+                    # A person's save is committed first, as theirs, never overwritten (person_edits.py).
+                    todo, expected = guard_person_edits(self, changes, bases, (MEMORY_INDEX,))
+                written, removed = self._parse_changes(todo)
+                index_change = self._memory_index_change(todo, written, removed)
+                if index_change is not None:
+                    todo = [*todo, index_change]
+                parent = self.git.head()
+                when = self.clock().timestamp()
+                try:
+                    sha = self.git.commit_files(todo, message, who, when=when, write_worktree=write_worktree,
+                                                generated=(MEMORY_INDEX,), origin=origin, expected=expected)
+                except Conflict as exc:
+                    if exc.code != "changed_on_disk" or attempt == 2:
+                        raise
+                    continue  # a save landed in the last moments: commit it, then try again
+                break
             memories = self._after_commit(parent, sha, written, removed, touched, int(when))
         return Committed(sha.decode(), memories)
 
@@ -554,29 +656,57 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         """True if the vault-relative ``path`` is a memory file (see :func:`paths.is_memory_path`)."""
         return is_memory_path(path, self.config.tiers)
 
-    def _schedule_index_flush(self) -> None:
+    def _schedule_index_flush(self, delay: float = _INDEX_FLUSH_DELAY, *, retry: float = 0.0,
+                              deadline: float | None = None) -> None:
+        """(Re)start the deferred ``.git/index`` update (lock held, or from its timer).
+
+        ``retry`` is the wait before the next retry should this one fail, and
+        ``deadline`` when retries stop (both set by :meth:`_flush_quietly`)."""
         if self._flush_timer:
             self._flush_timer.cancel()
-        timer = threading.Timer(_INDEX_FLUSH_DELAY, self._flush_quietly)
+        if deadline is None:
+            deadline = time.monotonic() + _INDEX_RETRY_FOR
+        timer = threading.Timer(delay, self._flush_quietly,
+                                kwargs={"retry": retry or _INDEX_RETRY_FIRST, "deadline": deadline})
         timer.daemon = True
         self._flush_timer = timer
         timer.start()
 
-    def _flush_quietly(self) -> None:
+    def _flush_quietly(self, retry: float = _INDEX_RETRY_FIRST, deadline: float = 0.0) -> None:
+        """The timer's body: update ``.git/index``; while git holds ``index.lock``, try
+        again (``retry`` seconds later, doubling up to 2 s) until ``deadline``.  Past it,
+        the ``index-dirty`` marker stays for the next write or the next process."""
         if self._closed:
             return
+        done = False
         try:
             with self.lock.hold():
                 # A write made while this timer waited for the lock scheduled a newer
                 # timer: leave the work to it, so a busy writer is not slowed by merges.
                 if self._flush_timer is not None and self._flush_timer is not threading.current_thread():
                     return
-                self.git.flush_index()
-                if self._search_index is not None:
-                    self._search_index.merge_small()
-                self.git.pack_if_needed()
-        except Exception:  # noqa: BLE001 - best effort in a timer thread; close() retries
+                done = self.git.flush_index()
+                if done and self.git.index_dirty():
+                    try:  # another process gave up on its entries (or died): repair them too
+                        self.git.repair_index()
+                    except FileLocked:
+                        done = False
+                if done:
+                    if self._search_index is not None:
+                        self._search_index.merge_small()
+                    self.git.pack_if_needed()
+                elif not self._closed and time.monotonic() + retry <= deadline:
+                    self._schedule_index_flush(retry, retry=min(retry * 2, _INDEX_RETRY_MAX),
+                                               deadline=deadline)
+                    return
+        except Exception:  # noqa: BLE001 - best effort in a timer thread; retried below
             pass
+        if not done and not self._closed and time.monotonic() + retry <= deadline:
+            # (the lock was not had: a write racing this check at worst has its own
+            # timer replaced by this one, which flushes its entries too)
+            if self._flush_timer is threading.current_thread():
+                self._schedule_index_flush(retry, retry=min(retry * 2, _INDEX_RETRY_MAX),
+                                           deadline=deadline)
 
 
 def _read_or(folder: Path | None, name: str, default: bytes) -> bytes:
@@ -595,13 +725,38 @@ def _yaml_dict(data: bytes) -> dict[str, Any]:
     return loaded
 
 
-def _iter_import(source: Path, tiers: Sequence[str]) -> Iterable[tuple[str, bytes]]:
-    """Markdown files under ``source``'s tier folders, as (relpath, bytes); symbolic
-    links (to files or folders) are not followed."""
+def _iter_import(source: Path, tiers: Sequence[str], other_tier: str | None = None
+                 ) -> Iterable[tuple[str, str]]:
+    """The notes to import from ``source``, as (path in source, path in the vault):
+    Markdown files under its tier folders as they are, and, with ``other_tier``,
+    every other Markdown file under that tier (keeping its folders).  Hidden
+    files and folders (``.obsidian``, ``.trash``), a top-level ``MEMORY.md`` (a
+    generated index) and symbolic links (to files or folders) are skipped."""
+    def notes(top: str) -> list[str]:
+        return sorted(rel for rel, _ in safefs.walk_files(source, top, skip_dir=is_hidden_part)
+                      if rel.endswith(".md") and not any(is_hidden_part(p) for p in rel.split("/")))
+
     for tier in tiers:
-        found = sorted(rel for rel, _ in safefs.walk_files(source, tier, skip_dir=is_hidden_part))
+        for rel in notes(tier):
+            yield check_relpath(rel), check_relpath(rel)
+    if other_tier is None:
+        return
+    try:
+        entries = sorted(os.scandir(source), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if name in tiers or is_hidden_part(name) or entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            found = notes(name)
+        elif entry.is_file(follow_symlinks=False) and name.endswith(".md") and name != MEMORY_INDEX:
+            found = [name]
+        else:
+            continue
         for rel in found:
-            if rel.endswith(".md") and not any(is_hidden_part(p) for p in rel.split("/")):
-                data = safefs.read_or_none(source, rel)
-                if data is not None:
-                    yield check_relpath(rel), data
+            try:
+                yield check_relpath(rel), check_relpath(f"{other_tier}/{rel}")
+            except GitmemError:
+                continue  # a name gitmem cannot store as a memory path

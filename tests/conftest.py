@@ -100,3 +100,25 @@ def mcp_params(root: Path, profile: str, agent: str) -> Any:
                                      args=["-m", "gitmem", "mcp", "--vault", str(root), "--profile", profile,
                                            "--agent", agent],
                                      env={"GIT_CONFIG_NOSYSTEM": "1"})
+
+
+RENAME = "rename: "  # subject prefix of the pure-rename commit that precedes a move's commit
+
+
+def commits_since(root: Path, since: str) -> list[str]:
+    """Subjects of the commits made after ``since`` (newest first)."""
+    return git(root, "log", "--format=%s", f"{since}..HEAD").splitlines()
+
+
+def assert_one_write(root: Path, since: str, *, moves: bool | None = None) -> None:
+    """What a write leaves in history: exactly one commit, preceded by one pure-rename
+    commit when it moves files (``moves``: True must, False must not, None either)."""
+    new = commits_since(root, since)
+    assert new and not new[0].startswith(RENAME), new
+    assert len(new) in (1, 2), new
+    if len(new) == 2:
+        assert new[1].startswith(RENAME) and moves is not False, new
+        status = git(root, "show", "--name-status", "--format=", "-M100%", "HEAD~1").splitlines()
+        assert status and all(line.startswith("R100") for line in status), status  # renames only
+    else:
+        assert moves is not True, new

@@ -182,7 +182,8 @@ class GitHttpServer:
         self._server.credentials = credentials
         self._server.requests = []
         self._server.refused = 0
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
 
     @property
     def requests(self) -> list[str]:

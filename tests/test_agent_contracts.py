@@ -17,11 +17,12 @@ from gitmem import Toolbox, Vault
 from gitmem.similarity import differences, similarity
 from gitmem.tools import profile_tools
 
-from .conftest import git, mcp_params, snapshot
+from .conftest import RENAME, git, mcp_params, snapshot
 
 
 def commits(vault: Vault) -> int:
-    return int(git(vault.root, "rev-list", "--count", "HEAD"))
+    """The writes in history (a move's pure-rename commit is half of its write)."""
+    return sum(not s.startswith(RENAME) for s in git(vault.root, "log", "--format=%s").splitlines())
 
 
 def last_subject(vault: Vault) -> str:

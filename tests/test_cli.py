@@ -135,3 +135,154 @@ def test_help_lists_every_command_and_readme_documents_them() -> None:
         assert f"gitmem {name}" in readme, f"README does not document 'gitmem {name}'"
         sub = run(name, "--help")
         assert sub.returncode == 0 and "Example" in sub.stdout, name
+
+
+# ------------------------------------------------------- finding the vault
+def test_ls_finds_the_vault_from_a_subfolder_like_git(vault_dir: Path, tmp_path: Path) -> None:
+    at_root = run("ls", "--json", cwd=vault_dir)
+    assert at_root.returncode == 0, at_root.stderr
+    listed = json.loads(at_root.stdout)
+    assert len(listed) > 5
+    deep = vault_dir / "long_term" / "some" / "folder"
+    deep.mkdir(parents=True)
+    for where in (vault_dir / "long_term", deep):
+        result = run("ls", "--json", cwd=where)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == listed, where
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    from_env = run("ls", "--json", cwd=elsewhere, env={"GITMEM_VAULT": str(vault_dir)})
+    assert from_env.returncode == 0, from_env.stderr
+    assert json.loads(from_env.stdout) == listed
+    # --vault beats $GITMEM_VAULT; a folder inside the vault works there too.
+    explicit = run("--vault", str(deep), "ls", "--json", cwd=elsewhere, env={"GITMEM_VAULT": str(elsewhere)})
+    assert explicit.returncode == 0 and json.loads(explicit.stdout) == listed
+
+
+def test_outside_any_vault_the_error_names_the_absolute_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "no" / "vault" / "here"
+    outside.mkdir(parents=True)
+    for args, cwd, named in ((["ls"], outside, outside),
+                             (["--vault", "vault/here", "ls"], tmp_path / "no", outside),
+                             (["ls"], tmp_path, tmp_path)):
+        result = run(*args, cwd=cwd)
+        assert result.returncode == 3, (args, result.stderr)
+        first = result.stderr.splitlines()[0]
+        assert first.startswith("error: ") and f"{named} is not a gitmem vault" in first, first
+        assert "Traceback" not in result.stderr and result.stdout == ""
+    plain_git = tmp_path / "repo"
+    (plain_git / "docs").mkdir(parents=True)
+    git(plain_git, "init", "-q")
+    result = run("ls", cwd=plain_git / "docs")
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    assert f"{plain_git / 'docs'} is not in a gitmem vault" in result.stderr
+    assert f"the git repository at {plain_git}" in result.stderr
+
+
+# ------------------------------------------------------------ init --from
+def _notes_folder(tmp_path: Path) -> Path:
+    """An Obsidian-like folder: notes in and outside tier folders, hidden folders, symlinks."""
+    src = tmp_path / "Obsidian Notes"
+    for rel, text in {"Projects/x.md": "---\ntitle: Project X\n---\nThe x project.\n",
+                      "Projects/deep/y.md": "A deep note about y.\n",
+                      "top.md": "A note at the top.\n",
+                      "short_term/in-tier.md": "Already in a tier folder.\n",
+                      ".obsidian/app.json": "{}",
+                      ".obsidian/hidden.md": "Obsidian's own.\n",
+                      ".trash/deleted.md": "Deleted in Obsidian.\n",
+                      "Projects/.hidden/secret.md": "A hidden folder deeper down.\n"}.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    (tmp_path / "elsewhere.md").write_text("Not part of the vault.\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "z.md").write_text("Behind a linked folder.\n")
+    (src / "linked-note.md").symlink_to(tmp_path / "elsewhere.md")
+    (src / "Linked folder").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    return src
+
+
+def _memory_files(root: Path) -> set[str]:
+    return {p for p in git(root, "ls-files").splitlines()
+            if p.endswith(".md") and p != "MEMORY.md"}
+
+
+@pytest.mark.parametrize("tier_args,tier", [([], "long_term"), (["--tier", "mid_term"], "mid_term")])
+def test_init_from_imports_notes_outside_tiers_keeping_their_folders(tmp_path: Path, tier_args: list[str],
+                                                                     tier: str) -> None:
+    src = _notes_folder(tmp_path)
+    # A relative --from: the output still says exactly where the notes came from.
+    result = run("init", "--from", src.name, *tier_args, "dest", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    dest = tmp_path / "dest"
+    assert _memory_files(dest) == {f"{tier}/Projects/x.md", f"{tier}/Projects/deep/y.md", f"{tier}/top.md",
+                                   "short_term/in-tier.md"}
+    assert (dest / tier / "Projects" / "x.md").read_bytes() == (src / "Projects" / "x.md").read_bytes()
+    assert not any(".obsidian" in p or ".trash" in p or "hidden" in p or "elsewhere" in p or "inked" in p
+                   for p in git(dest, "ls-files").splitlines())
+    assert f"imported 4 notes from {src}" in result.stdout
+    assert f"3 from outside the tier folders, now under {tier}/" in result.stdout
+    assert git(dest, "status", "--porcelain") == ""
+    listed = run("ls", "--json", cwd=dest)
+    assert {m["title"] for m in json.loads(listed.stdout)} >= {"Project X", "y", "top", "in-tier"}
+
+
+# ------------------------------------------------------- trailing newlines
+def _ends_with_one_newline(vault_dir: Path, rel: str) -> None:
+    data = (vault_dir / rel).read_bytes()
+    assert data.endswith(b"\n") and not data.endswith(b"\n\n"), data[-40:]
+    for shown in (git(vault_dir, "show", "HEAD", "--", rel), git(vault_dir, "diff", "HEAD~1", "HEAD", "--", rel)):
+        assert "No newline at end of file" not in shown
+
+
+@pytest.mark.parametrize("body", ["Body without a newline", "Body with many newlines\n\n\n"])
+def test_written_bodies_end_with_exactly_one_newline(vault_dir: Path, body: str) -> None:
+    added = run("add", "Newline check", body, "--json", cwd=vault_dir)
+    assert added.returncode == 0, added.stderr
+    memory = json.loads(added.stdout)
+    rel = memory["path"]
+    _ends_with_one_newline(vault_dir, rel)
+    for args in (["--body", body.replace("Body", "Replaced body")], ["--append", "Appended line"],
+                 ["--append", "Appended with newlines\n\n\n"], ["--body", "Short"]):
+        result = run("edit", memory["id"], *args, cwd=vault_dir)
+        assert result.returncode == 0, (args, result.stderr)
+        _ends_with_one_newline(vault_dir, rel)
+    assert (vault_dir / rel).read_text().endswith("\n---\nShort\n")
+    assert_clean(vault_dir)
+
+
+# ------------------------------------------------------ doctor and MEMORY.md
+def test_doctor_after_a_plain_git_commit_is_a_notice_but_a_hand_edited_memory_md_fails(vault_dir: Path) -> None:
+    assert run("doctor", cwd=vault_dir).returncode == 0
+    note = vault_dir / "long_term" / "monthly-invoicing-in-fortnox.md"
+    text = note.read_text()
+    assert "title: Monthly invoicing in Fortnox\n" in text
+    note.write_text(text.replace("title: Monthly invoicing in Fortnox\n", "title: Monthly invoicing in Visma\n"))
+    git(vault_dir, "commit", "-qam", "retitle in a shell")     # MEMORY.md still says Fortnox
+    assert "Monthly invoicing in Fortnox" in (vault_dir / "MEMORY.md").read_text()
+    result = run("doctor", cwd=vault_dir)
+    assert result.returncode == 0, result.stdout
+    line = next(line for line in result.stdout.splitlines() if "memory-index" in line)
+    assert line.startswith("ok ") and "behind memories committed with git" in line and "notice" in line
+    as_json = json.loads(run("doctor", "--json", cwd=vault_dir).stdout)
+    assert as_json["ok"] is True
+
+    index = vault_dir / "MEMORY.md"
+    index.write_text(index.read_text() + "- [[my-own-line]] added by hand\n")
+    result = run("doctor", cwd=vault_dir)
+    assert result.returncode == 1
+    line = next(line for line in result.stdout.splitlines() if "memory-index" in line)
+    assert line.startswith("FAIL") and "edited by hand" in line
+    git(vault_dir, "commit", "-qam", "hand edit of MEMORY.md, committed")
+    assert run("doctor", cwd=vault_dir).returncode == 1     # committed by hand: still a failure
+
+
+# ----------------------------------------------------------------- help texts
+def test_help_examples_quote_version_numbers_for_the_shell() -> None:
+    """An unquoted ~1 is tilde-expanded by bash/zsh (the directory stack): examples quote it."""
+    texts = {name: run(name, "--help").stdout for name in ("show", "restore", "diff", "rm", "log", "history")}
+    assert "--at '~1'" in texts["show"]
+    assert "'~1'" in texts["restore"]
+    for name, text in texts.items():
+        for line in text.splitlines():
+            if line.strip().startswith("gitmem "):
+                assert not re.search(r"(?<!')~\d", line), (name, line)

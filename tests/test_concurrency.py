@@ -29,7 +29,7 @@ from gitmem import Vault
 from gitmem.errors import GitmemError
 from gitmem.search import SearchIndex
 
-from .conftest import assert_clean, git
+from .conftest import assert_clean, git, RENAME
 
 WORKER = Path(__file__).with_name("stress_worker.py")
 WRITES = int(os.environ.get("GITMEM_STRESS_WRITES", "50"))
@@ -47,11 +47,12 @@ def acknowledged(out: str) -> list[dict[str, Any]]:
 
 def trailer_ids(root: Path) -> dict[str, list[str]]:
     """commit sha -> the Memory-Id trailers of that commit, for all of HEAD's history."""
-    log = git(root, "log", "--format=%H%x00%(trailers:key=Memory-Id,valueonly,separator=%x2c)")
+    log = git(root, "log", "--format=%H%x00%s%x00%(trailers:key=Memory-Id,valueonly,separator=%x2c)")
     out = {}
     for line in log.splitlines():
-        sha, _, ids = line.partition("\x00")
-        out[sha] = [i for i in ids.split(",") if i]
+        sha, subject, ids = line.split("\x00")
+        if not subject.startswith(RENAME):  # a move's pure-rename half is not a write of its own
+            out[sha] = [i for i in ids.split(",") if i]
     return out
 
 

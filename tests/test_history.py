@@ -7,7 +7,7 @@ import pytest
 from gitmem import Vault
 from gitmem.errors import GitmemError, RevisionNotFound
 
-from .conftest import FakeClock, assert_clean, git
+from .conftest import FakeClock, assert_clean, git, RENAME
 
 
 @pytest.fixture
@@ -33,8 +33,10 @@ def test_history_lists_every_commit_across_moves(vault: Vault, story: str) -> No
     assert versions[0].date == "2026-11-01T09:00:00Z" and versions[-1].date == "2026-11-05T09:00:00Z"
     assert all(v.author.startswith("tester") for v in versions)
     # git agrees: the same commits, newest first, following renames.
-    follow = git(vault.root, "log", "--follow", "--format=%H", "--", versions[-1].path).split()
-    assert follow == [v.commit for v in reversed(versions)]
+    follow = git(vault.root, "log", "--follow", "--format=%H %s", "--", versions[-1].path).splitlines()
+    assert [line.split(" ", 1)[0] for line in follow if not line.split(" ", 1)[1].startswith(RENAME)] == \
+        [v.commit for v in reversed(versions)]
+    assert sum(line.split(" ", 1)[1].startswith(RENAME) for line in follow) == 2  # one per move
 
 
 def test_show_at_by_version_commit_and_date(vault: Vault, story: str) -> None:

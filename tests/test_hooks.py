@@ -1,9 +1,10 @@
 """Git hooks: installed into real repositories, run by the real git CLI.
 
-The post-* hooks must leave the search index matching the files after any git
-command that changes them, without gitmem being asked; pre-commit must reject
-staged memories gitmem cannot read; and no hook may ever block git because
-gitmem itself is missing or broken.
+After any git command that changes files, the next gitmem process must search,
+list and show history as the files are (the post-* hooks run no Python: the
+caches catch up when a vault is opened; the hooks only touch a stamp);
+pre-commit must reject staged memories gitmem cannot read; and no hook may ever
+block git because gitmem itself is missing or broken.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from gitmem import Vault
 from gitmem.cli import cli
 from gitmem.errors import Conflict
 from gitmem.gitstore import blob_id
-from gitmem.hooks import (HOOK_NAMES, MARKER, MANUAL_PY_LINE, hook_script, hook_status, hooks_dir,
+from gitmem.hooks import (HOOK_NAMES, MARKER, MANUAL_PY_LINE, STAMP, hook_script, hook_status, hooks_dir,
                           install_hooks, py_line, run_hook, staged_problems, uninstall_hooks)
-from gitmem.search import SearchIndex
 
 from .conftest import REPO
 
@@ -51,19 +51,22 @@ def head(root: Path, env: dict[str, str]) -> str:
 
 
 def indexed(root: Path) -> dict[str, str]:
-    index = SearchIndex(root / ".git" / "gitmem" / "index")
-    try:
-        return index.indexed()
-    finally:
-        index.close()
+    """What the search index of the next gitmem process to open the vault holds."""
+    with Vault.open(root) as vault:
+        return vault.index.indexed()
 
 
 def search_total(root: Path, query: str) -> int:
-    index = SearchIndex(root / ".git" / "gitmem" / "index")
+    """What the next gitmem process finds."""
+    with Vault.open(root) as vault:
+        return vault.search(query).total
+
+
+def stamp_mtime(root: Path) -> int | None:
     try:
-        return index.search(query).total
-    finally:
-        index.close()
+        return (root / ".git" / "gitmem" / STAMP).stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
 
 
 def files_on_disk(root: Path) -> dict[str, str]:
@@ -102,14 +105,22 @@ def test_install_writes_executable_hooks_that_record_the_interpreter(vault: Vaul
         text = path.read_text()
         assert path.stat().st_mode & stat.S_IXUSR
         assert text.startswith("#!/bin/sh\n") and f"{MARKER} {name}\n" in text
-        assert f"PY='{sys.executable}'\n" in text
-        assert f'-m gitmem --vault "$(git rev-parse --show-toplevel)" hook {name} "$@"' in text
+        if name == "pre-commit":
+            assert f"PY='{sys.executable}'\n" in text
+            # One Python process, through gitmem.hooks.main (not the click CLI).
+            assert f"' \"$(git rev-parse --show-toplevel)\" {name} \"$@\"" in text
+            assert text.count('"$PY" -c') == 1 and "from gitmem.hooks import main" in text
+        else:
+            # The post-* hooks start no Python: the caches catch up when gitmem opens the vault.
+            assert "PY=" not in text and "$PY" not in text and STAMP in text
         assert f"installed {name}" in out
     assert f"hooks run {sys.executable}" in out
     code, out = invoke(vault.root, "hooks", "status", "--json", monkeypatch=monkeypatch)
     states = json.loads(out)
     assert [s["name"] for s in states] == list(HOOK_NAMES)
-    assert all(s["state"] == "gitmem" and s["python"] == sys.executable and s["python_ok"] for s in states)
+    assert all(s["state"] == "gitmem" for s in states)
+    assert (states[0]["python"], states[0]["python_ok"]) == (sys.executable, True)
+    assert all(s["python"] is None for s in states[1:])
     # Installing again replaces gitmem's own hooks without complaint.
     assert invoke(vault.root, "hooks", "install", monkeypatch=monkeypatch)[0] == 0
 
@@ -162,21 +173,25 @@ def test_hooks_folder_copies_equal_the_generated_templates() -> None:
         manual = shipped.read_text().splitlines()
         differ = [(a, b) for a, b in zip(generated, manual) if a != b]
         assert len(generated) == len(manual)
-        assert differ == [(py_line("/opt/python/bin/python3"), MANUAL_PY_LINE)], name
+        expected = [(py_line("/opt/python/bin/python3"), MANUAL_PY_LINE)] if name == "pre-commit" else []
+        assert differ == expected, name
 
 
 # ------------------------------------------------------ post-* hooks: index
-def test_git_commit_updates_the_index_without_gitmem_being_asked(repo: Path, env: dict[str, str]) -> None:
+def test_git_commit_is_searchable_and_in_the_history_without_gitmem_being_asked(
+        repo: Path, env: dict[str, str]) -> None:
     note = repo / "short_term" / "alpha.md"
     note.write_text(note.read_text() + "Edited in a shell: a quokka.\n")
+    before = stamp_mtime(repo)
     result = run_git(repo, env, "commit", "-qam", "edit alpha by hand")
     assert result.stderr == ""  # quick and quiet
-    # No Vault has been opened since the commit: only the post-commit hook can have done this.
-    assert indexed(repo)["short_term/alpha.md"] == blob_id(note.read_bytes())
+    assert stamp_mtime(repo) is not None and stamp_mtime(repo) != before  # the hook left its stamp
+    # The next gitmem process searches and lists history as the files are.
     assert search_total(repo, "quokka") == 1
+    assert indexed(repo)["short_term/alpha.md"] == blob_id(note.read_bytes())
     with Vault.open(repo) as vault:
-        assert vault.catalog.get("history_tip") == head(repo, env)  # the hook recorded the commit
         assert [v.subject for v in vault.history("alpha")][-1] == "edit alpha by hand"
+        assert vault.get("alpha").body.endswith("a quokka.\n")
 
 
 def test_checkout_merge_and_pull_leave_the_index_matching_the_files(repo: Path, env: dict[str, str],
@@ -219,6 +234,9 @@ def test_checkout_merge_and_pull_leave_the_index_matching_the_files(repo: Path, 
     run_git(repo, env, "commit", "-q", "-a", "--amend", "--no-edit")  # post-commit + post-rewrite
     assert indexed(repo) == files_on_disk(repo) and search_total(repo, "marmot") == 1
     with Vault.open(repo) as vault:
+        # The amended commit replaced the one it amends, in git's history and in gitmem's.
+        assert [v.subject for v in vault.history("delta")] == ["delta and no alpha"]
+        assert "marmot" in vault.show_at("delta", "~0").body
         assert vault.catalog.get("history_tip") == head(repo, env)
 
 
@@ -271,15 +289,17 @@ def test_pre_commit_accepts_valid_memories_and_ignores_other_files(repo: Path, e
 def test_hooks_fail_safe_when_the_interpreter_is_gone(repo: Path, env: dict[str, str], tmp_path: Path) -> None:
     with Vault.open(repo) as vault:
         install_hooks(vault, python=str(tmp_path / "deleted-venv" / "bin" / "python"))
-        assert {s.python_ok for s in hook_status(vault)} == {False}
+        assert hook_status(vault)[0].python_ok is False  # pre-commit: the only hook that runs Python
     (repo / "mid_term" / "bad.md").write_text("---\ntitle: [unclosed\n---\n")  # would be rejected
     run_git(repo, env, "add", "-A")
+    before = stamp_mtime(repo)
     result = run_git(repo, env, "commit", "-qm", "gitmem is gone")
     warnings = result.stderr.splitlines()
-    assert len(warnings) == 2
+    assert len(warnings) == 1
     assert warnings[0].startswith("gitmem: pre-commit hook skipped") and "not validated" in warnings[0]
-    assert warnings[1].startswith("gitmem: post-commit hook skipped")
-    assert run_git(repo, env, "checkout", "-q", "HEAD~1").stderr.startswith("gitmem: post-checkout hook skipped")
+    assert stamp_mtime(repo) != before  # post-commit needs no Python: it still did its part
+    assert run_git(repo, env, "checkout", "-q", "HEAD~1").stderr == ""
+    assert search_total(repo, "alpha") == 1  # and gitmem catches up when it next opens the vault
 
 
 def test_hooks_fail_safe_when_gitmem_cannot_be_imported(repo: Path, env: dict[str, str], tmp_path: Path) -> None:
@@ -290,7 +310,9 @@ def test_hooks_fail_safe_when_gitmem_cannot_be_imported(repo: Path, env: dict[st
         install_hooks(vault, python=str(broken))
     (repo / "long_term" / "beta.md").write_text(GOOD.format(title="Beta", body="Still committed."))
     result = run_git(repo, env, "commit", "-qam", "import fails")
-    assert "pre-commit hook skipped" in result.stderr and "post-commit hook skipped" in result.stderr
+    ours = [line for line in result.stderr.splitlines() if line.startswith("gitmem:")]
+    assert len(ours) == 1 and ours[0].startswith("gitmem: pre-commit hook skipped")
+    assert search_total(repo, "committed") == 1
 
 
 def test_hook_command_never_fails_the_git_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,6 +324,42 @@ def test_hook_command_never_fails_the_git_command(tmp_path: Path, monkeypatch: p
     assert "not validated" in lines[-1]
     code, out = invoke(tmp_path / "not-a-vault", "hook", "post-merge", "0", monkeypatch=monkeypatch)
     assert code == 0 and "post-merge hook" in out
+
+
+def test_post_hooks_run_through_python_only_touch_the_stamp(repo: Path, env: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    """Hooks installed by an older gitmem run ``gitmem hook post-*``: still cheap and quiet."""
+    lines: list[str] = []
+    assert stamp_mtime(repo) is None
+    for name in ("post-commit", "post-merge", "post-checkout", "post-rewrite"):
+        assert run_hook(name, ["0"], repo, lines.append) == 0
+    assert lines == [] and stamp_mtime(repo) is not None
+    # A repository gitmem never opened gets no .git/gitmem folder, from Python or from sh.
+    plain = tmp_path / "plain"
+    run_git(tmp_path, env, "init", "-q", str(plain))
+    assert run_hook("post-commit", [], plain, lines.append) == 0 and lines == []
+    script = plain / "post-commit.sh"
+    script.write_text(hook_script("post-commit"))
+    assert subprocess.run(["sh", str(script)], cwd=plain, env=env, capture_output=True,
+                          text=True).returncode == 0
+    assert not (plain / ".git" / "gitmem").exists()
+
+
+def test_pre_commit_imports_neither_dulwich_nor_whoosh_nor_click(repo: Path, env: dict[str, str]) -> None:
+    """What a `git commit` pays for: one Python process that imports only the YAML check."""
+    (repo / "short_term" / "alpha.md").write_text(GOOD.format(title="Alpha", body="Staged."))
+    (repo / "mid_term" / "bad.md").write_text("---\ntitle: [unclosed\n---\n")
+    run_git(repo, env, "add", "-A")
+    code = ("import sys\n"
+            "from gitmem.hooks import main\n"
+            "rc = main(sys.argv[1:])\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'dulwich', 'whoosh', 'click', 'sqlite3', 'watchdog'})\n"
+            "print(rc, heavy)\n")
+    result = subprocess.run([sys.executable, "-c", code, str(repo), "pre-commit"], cwd=repo, env=env,
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "65 []"   # it did check (and reject), without them
+    assert "mid_term/bad.md" in result.stderr
 
 
 # ------------------------------------------------------------ re-entrancy
@@ -323,7 +381,9 @@ def test_gitmem_writes_run_no_hooks_and_the_guard_stops_reentry(repo: Path, env:
 
     (repo / "short_term" / "alpha.md").write_text(GOOD.format(title="Alpha", body="By git."))
     run_git(repo, env, "commit", "-qam", "by git")
-    assert "post-commit -m gitmem" in calls.read_text()  # the spy sees real hook runs
+    seen = calls.read_text()
+    assert "vault pre-commit" in seen  # the spy sees real hook runs
+    assert "post-commit" not in seen   # post-* hooks start no Python
     calls.unlink()
     (repo / "short_term" / "alpha.md").write_text(GOOD.format(title="Alpha", body="Nested."))
     run_git(repo, {**env, "GITMEM_HOOK": "post-merge"}, "commit", "-qam", "inside another hook")

@@ -12,7 +12,7 @@ from gitmem.errors import InvalidInput, Protected
 from gitmem.lifecycle import extractive_summary
 from gitmem.similarity import similarity
 
-from .conftest import FakeClock, assert_clean, git
+from .conftest import FakeClock, assert_clean, git, RENAME, assert_one_write
 
 
 def commit_count(root: Path) -> int:
@@ -220,10 +220,10 @@ def test_compress_is_one_commit_of_summary_plus_tracked_archive_moves(vault: Vau
     b = vault.add("Variables", "User studied variables.", tags=["rust", "basics"])
     goal = vault.add("Rust goal", "I want to learn Rust.", type="goal")
     batch = vault.compress_tier("short_term")
-    before = commit_count(vault.root)
+    before = git(vault.root, "rev-parse", "HEAD").strip()
     summary = vault.compress("short_term", "User studied loops and variables.", "Rust Progress Week 1",
                              batch.files)
-    assert commit_count(vault.root) == before + 1
+    assert_one_write(vault.root, before, moves=True)
     assert summary.tier == "mid_term" and summary.body == "User studied loops and variables."
     assert sorted(r["id"] for r in summary.meta["related"]) == sorted([a.id, b.id])
     assert {r["relation"] for r in summary.meta["related"]} == {"derived_from"}
@@ -234,9 +234,11 @@ def test_compress_is_one_commit_of_summary_plus_tracked_archive_moves(vault: Vau
         assert arch.meta["archived_into"] == summary.id and arch.meta["archived_from"] == "short_term"
         assert arch.path == src.path.replace("short_term/", "archive/")
     follow = git(vault.root, "log", "--follow", "--format=%s", "--", vault.get(a.id).path).splitlines()
-    assert follow == ["compress: 2 short_term memories -> Rust Progress Week 1", "update: Loops", "add: Loops"]
-    renames = git(vault.root, "show", "-M", "--name-status", "--format=", "HEAD").splitlines()
-    assert sum(line.startswith("R") for line in renames) == 2
+    assert follow == ["compress: 2 short_term memories -> Rust Progress Week 1",
+                      "rename: compress: 2 short_term memories -> Rust Progress Week 1 (the next commit "
+                      "updates the text)", "update: Loops", "add: Loops"]
+    renames = git(vault.root, "show", "-M", "--name-status", "--format=", "HEAD~1").splitlines()
+    assert [line[:4] for line in renames] == ["R100", "R100"]
     assert vault.get(goal.id).tier == "short_term"
     with pytest.raises(Protected):
         vault.compress("short_term", "x", "y", [goal.path])
@@ -278,7 +280,9 @@ def test_archive_and_unarchive_are_tracked_moves(vault: Vault) -> None:
     back = vault.unarchive(a.id)
     assert back.tier == "mid_term" and back.status == "active" and "archived_from" not in back.meta
     follow = git(vault.root, "log", "--follow", "--format=%s", "--", back.path).splitlines()
-    assert follow == ["unarchive: One archive -> mid_term", "archive: 2 memories", "add: One"]
+    assert [s for s in follow if not s.startswith(RENAME)] == \
+        ["unarchive: One archive -> mid_term", "archive: 2 memories", "add: One"]
+    assert len(follow) == 5  # and each move's pure-rename commit
     with pytest.raises(InvalidInput, match="not archived"):
         vault.unarchive(b.id.replace(b.id, back.id))
     with pytest.raises(InvalidInput, match="already archived"):
@@ -297,9 +301,9 @@ def test_merge_unions_tags_keeps_highest_and_repoints_links(vault: Vault) -> Non
     c = vault.add("Friday deploys", "Deploys on Fridays.", tags=["schedule"], strength=0.9)
     other = vault.add("Incident review", "See the deploy notes.", related=[{"id": a.id, "relation": "refines"},
                                                                           {"id": c.id, "relation": "part_of"}])
-    before = commit_count(vault.root)
+    before = git(vault.root, "rev-parse", "HEAD").strip()
     result = vault.merge([a.id, b.id, c.id], "Docker Compose, blue-green, Friday deploys.")
-    assert commit_count(vault.root) == before + 1
+    assert_one_write(vault.root, before, moves=True)
     merged = result.memory
     assert merged.body == "Docker Compose, blue-green, Friday deploys."
     assert merged.meta["tags"] == ["deploy", "ops", "schedule"]
@@ -321,14 +325,14 @@ def test_merge_unions_tags_keeps_highest_and_repoints_links(vault: Vault) -> Non
 
 # ----------------------------------------------------------------------- links
 def test_links_returns_outgoing_and_backlinks(vault: Vault) -> None:
-    # Like Obsidian, a [[link]] names a file (or here also a title), not an alias.
+    # A [[link]] names a file, a title or an alias (tests/test_obsidian.py has the rest).
     target = vault.add("Nordhav overview", "Main client.", aliases=["Nordhav"])
     source = vault.add("Deploy rule", "See [[nordhav-overview]] and [[Nordhav overview|the client]] and [[Nordhav]].",
                        related=[{"id": target.id, "relation": "part_of"}])
     titled = vault.add("Other", "Also [[Nordhav overview]].")
     out = vault.links(source.id)
     assert [(o["relation"], o["exists"]) for o in out.outgoing] == [
-        ("part_of", True), ("wikilink", True), ("wikilink", True), ("wikilink", False)]
+        ("part_of", True), ("wikilink", True), ("wikilink", True), ("wikilink", True)]
     assert out.outgoing[0]["id"] == target.id
     back = vault.links(target.id).backlinks
     assert {(b["id"], b["relation"]) for b in back} == {(source.id, "part_of"), (source.id, "wikilink"),
@@ -378,7 +382,8 @@ def test_doctor_repairs_a_memory_index_left_stale_by_a_git_cli_commit(vault: Vau
     git(vault.root, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-q", "-m", "by hand")
     vault.scan()
     check = {f.check: f for f in diagnose(vault)}["memory-index"]
-    assert not check.ok
+    # stale only because of a git CLI commit: a notice the next write fixes, not a failure
+    assert check.ok and "behind" in check.summary and check.paths == ["MEMORY.md"]
     fixed = {f.check: f for f in diagnose(vault, repair=True)}["memory-index"]
     assert fixed.repaired and "[[by-hand|Written by hand]]" in (vault.root / "MEMORY.md").read_text()
     assert git(vault.root, "log", "-1", "--format=%s") == "index: regenerate MEMORY.md\n"

@@ -8,7 +8,6 @@ import http.server
 import itertools
 import json
 import threading
-import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -187,6 +186,97 @@ def test_push_race_is_retried(tmp_path: Path, remote: Path, clock: FakeClock,
     b.close()
 
 
+def test_fetch_racing_a_push_integrates_what_it_fetched(tmp_path: Path, remote: Path, clock: FakeClock,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # dulwich's local-path client reads the remote's refs again after copying the
+    # objects: a push landing in between must not hand back a tip never fetched.
+    a = _first(tmp_path, remote, clock)
+    a.add("Base", "base")
+    a.sync()
+    b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
+    a.add("From a", "alpha")
+    b.add("From b", "bravo")
+    original = SyncMixin._client
+    raced: list[bool] = []
+
+    def racing_client(self: Vault, url: str) -> tuple[object, str]:
+        client, path = original(self, url)
+        if self is a:
+            real = client.fetch
+
+            def fetch(where: object, target: object, determine_wants: object = None, **kw: object) -> object:
+                def wants(refs: dict[bytes, bytes], *args: object, **kwargs: object) -> list[bytes]:
+                    out = determine_wants(refs, *args, **kwargs)  # type: ignore[operator]
+                    if not raced:
+                        raced.append(True)
+                        assert b.sync().pushed  # lands after a chose what to fetch
+                    return out
+                return real(where, target, determine_wants=wants, **kw)
+            client.fetch = fetch  # type: ignore[method-assign]
+        return client, path
+
+    monkeypatch.setattr(SyncMixin, "_client", racing_client)
+    report = a.sync()
+    assert raced and report.pushed and report.retries == 1 and report.action == "merge"
+    b.sync()
+    _check_same(a, b)
+    assert {m.title for m in a.list()} == {"Base", "From a", "From b"}
+    a.close()
+    b.close()
+
+
+def test_push_meeting_a_held_ref_lock_is_retried(tmp_path: Path, remote: Path, clock: FakeClock,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another clone's push holds refs/heads/main.lock (and may fail: the branch
+    # need not move), so the retry is not taken for a refusal.
+    a = _first(tmp_path, remote, clock)
+    a.add("Base", "base")
+    a.sync()
+    a.add("Next", "next")
+    original = SyncMixin._push
+    lock = remote / "refs" / "heads" / "main.lock"
+    held: list[bool] = []
+
+    def push_while_locked(self: Vault, *args: object) -> None:
+        if held:
+            return original(self, *args)
+        held.append(True)
+        lock.write_text("")
+        try:
+            original(self, *args)
+        finally:
+            lock.unlink()
+
+    monkeypatch.setattr(SyncMixin, "_push", push_while_locked)
+    report = a.sync()
+    assert report.pushed and report.retries == 1
+    assert git(remote, "rev-parse", "main").strip() == a.head
+    a.close()
+
+
+def test_remote_config_edits_keep_the_users_git_config(tmp_path: Path, remote: Path, clock: FakeClock) -> None:
+    # A credential helper holding ';' (quoted by git) and comments survive
+    # add_remote, the first sync (branch tracking) and remove_remote.
+    vault = Vault.init(tmp_path / "v", author="x", clock=clock)
+    helper = "!f() { echo username=u; echo password=p; }; f"
+    git(vault.root, "config", "credential.helper", helper)
+    config = vault.root / ".git" / "config"
+    config.write_text(config.read_text() + "# my own note; keep it\n")
+    vault.add_remote("origin", str(remote))
+    vault.add_remote("backup", str(remote))
+    vault.add("Fact", "body")
+    vault.sync()
+    vault.remove_remote("backup")
+    assert git(vault.root, "config", "credential.helper").strip() == helper
+    assert "# my own note; keep it\n" in config.read_text()
+    assert git(vault.root, "remote").split() == ["origin"]
+    assert git(vault.root, "config", "branch.main.remote").strip() == "origin"
+    assert git(vault.root, "config", "branch.main.merge").strip() == "refs/heads/main"
+    assert git(vault.root, "config", "remote.origin.url").strip() == str(remote)
+    assert git(vault.root, "status", "-sb").startswith("## main...origin/main")
+    vault.close()
+
+
 def test_unreachable_remote_leaves_vault_untouched(tmp_path: Path, clock: FakeClock) -> None:
     vault = Vault.init(tmp_path / "v", author="x", clock=clock)
     vault.add("Keep me", "safe")
@@ -247,10 +337,7 @@ def test_credentials_are_never_stored_or_shown(tmp_path: Path, clock: FakeClock,
         vault.sync("manual")
     assert "s3cret" not in str(info.value.to_dict())
     assert "s3cret" not in json.dumps([r.to_dict() for r in vault.remotes()])
-    with warnings.catch_warnings():
-        # dulwich raises HTTPUnauthorized without releasing the 401 response's socket
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
+    gc.collect()  # the 401 responses dulwich left open were closed (no ResourceWarning)
     assert redact("fetch https://u:p@h/x and ssh://me@h/y") == "fetch https://***@h/x and ssh://***@h/y"
     vault.close()
 

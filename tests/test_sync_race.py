@@ -15,12 +15,14 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from gitmem import Vault
 
 from .conftest import git
+from .git_http_server import GitHttpServer, http_backend
 
 CLONES = ("a", "b", "c")
 ROUNDS = 4
@@ -67,17 +69,34 @@ def _finish(proc: subprocess.Popen[str], name: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+@pytest.fixture(params=["path", "http"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
+    """(bare remote, URL the clones use): a local path, or a real git smart-HTTP server."""
+    root = tmp_path / "srv"
+    root.mkdir()
+    remote = root / "remote.git"
+    git(root, "init", "-q", "--bare", "-b", "main", str(remote))
+    if request.param == "path":
+        yield remote, str(remote)
+        return
+    if http_backend() is None:
+        pytest.skip("git http-backend is not installed")
+    monkeypatch.setenv("GITMEM_GIT_USERNAME", "racer")   # the workers inherit these
+    monkeypatch.setenv("GITMEM_GIT_PASSWORD", "race-token")
+    with GitHttpServer(root, ("racer", "race-token")) as server:
+        yield remote, server.url("remote.git")
+
+
 @pytest.mark.slow
-def test_three_clones_syncing_at_once_lose_nothing(tmp_path: Path) -> None:
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+def test_three_clones_syncing_at_once_lose_nothing(tmp_path: Path, shared: tuple[Path, str]) -> None:
+    remote, url = shared
     first = Vault.init(tmp_path / "a", author="agent-a")
-    first.add_remote("origin", str(remote))
+    first.add_remote("origin", url)
     first.add("Seed", "The first memory, shared by all clones.")
     first.sync()
     first.close()
     for name in CLONES[1:]:
-        Vault.clone(str(remote), tmp_path / name, author=f"agent-{name}").close()
+        Vault.clone(url, tmp_path / name, author=f"agent-{name}").close()
     worker = tmp_path / "worker.py"
     worker.write_text(WORKER, encoding="utf-8")
 

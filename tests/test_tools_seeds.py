@@ -212,7 +212,7 @@ def test_fsm_create_read_update_search(fsm: Toolbox, vault: Vault) -> None:
     assert updated["tier"] == "mid_term" and updated["tags"] == ["rust"]
     assert fsm.call("read_memory", {"filename": "loops.md"})["content"] == "Studied loops and closures."
     assert subjects(vault, 1) == ["fsm-agent|move: Loops short_term -> mid_term"]  # one commit, tracked move
-    changes = git(vault.root, "log", "-1", "-M", "--name-status", "--format=").splitlines()
+    changes = git(vault.root, "log", "-2", "-M", "--name-status", "--format=").splitlines()  # + its rename half
     renamed = [c.split("\t")[1:] for c in changes if c.startswith("R")]
     assert [(a.split("/")[0], b.split("/")[0], b.rsplit("/", 1)[1]) for a, b in renamed] == \
         [("short_term", "mid_term", "loops.md")]
@@ -238,12 +238,13 @@ def test_fsm_compress_flow_end_to_end(fsm: Toolbox, vault: Vault) -> None:
     archived = fsm.call("archive_memories", {"filenames": data["files"]})
     assert sorted(archived["archived"]) == ["loops.md", "variables.md"] and archived["tier"] == "archive"
     assert subjects(vault, 1) == ["fsm-agent|archive: 2 memories"]
-    moved = git(vault.root, "log", "-1", "-M", "--name-status", "--format=")
-    assert moved.count("\nR") + moved.startswith("R") == 2
+    moved = git(vault.root, "log", "-1", "-M", "--name-status", "--format=", "HEAD~1")  # the rename half
+    assert git(vault.root, "log", "-1", "--format=%s", "HEAD~1").startswith("rename: archive: 2 memories")
+    assert [line[:4] for line in moved.splitlines()] == ["R100", "R100"]
     loops = vault.get("loops.md")
     assert loops.tier == "archive" and loops.status == "archived"
-    assert git(vault.root, "log", "--follow", "--format=%s", "--", loops.path).splitlines()[:2] == \
-        ["archive: 2 memories", "add: Loops"]
+    assert git(vault.root, "log", "--follow", "--format=%s", "--", loops.path).splitlines()[:3] == \
+        ["archive: 2 memories", "rename: archive: 2 memories (the next commit updates the text)", "add: Loops"]
     assert fsm.call("compress_tier", {"tier": "short_term"})["files"] == []
     before = snapshot(vault.root)
     assert fsm.call("archive_memories", {"filenames": ["rust-learning-goal.md"]})["error"]["code"] == "protected"
