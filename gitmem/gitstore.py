@@ -114,6 +114,8 @@ class GitStore:
         # every command when that key is present.
         if hasattr(self.repo.object_store, "fsync_object_files"):
             self.repo.object_store.fsync_object_files = True
+        self._trees: dict[bytes, Tree] = {}  # parsed trees by sha (see _tree)
+        self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its tree sha
         # path -> (blob sha, stat) written by us and not yet in .git/index
         self._pending_index: dict[bytes, tuple[bytes, os.stat_result] | None] = {}
 
@@ -191,20 +193,48 @@ class GitStore:
                 yield sha
 
     def tree_of(self, commit_sha: bytes | None) -> bytes | None:
-        return None if commit_sha is None else self.commit(commit_sha).tree
+        """The tree of a commit (None for None)."""
+        if commit_sha is None:
+            return None
+        tree = self._commit_trees.get(commit_sha)
+        if tree is None:
+            if len(self._commit_trees) > 512:
+                self._commit_trees.clear()
+            tree = self._commit_trees[commit_sha] = self.commit(commit_sha).tree
+        return tree
+
+    def _tree(self, sha: bytes) -> Tree | None:
+        """The tree ``sha`` (None for another kind of object), parsed once: a write looks
+        up the same few trees several times (its checks, the person-edit guard), and a
+        git object never changes.  Callers must not modify what they get."""
+        tree = self._trees.get(sha)
+        if tree is None:
+            obj = self.repo.object_store[sha]
+            if not isinstance(obj, Tree):
+                return None
+            if len(self._trees) > 512:
+                self._trees.clear()
+            tree = self._trees[sha] = obj
+        return tree
+
+    def _subtree(self, commit_sha: bytes | None, parts: Sequence[bytes]) -> Tree | None:
+        tree_sha = self.tree_of(commit_sha)
+        tree = self._tree(tree_sha) if tree_sha is not None else None
+        for part in parts:
+            if tree is None or part not in tree:
+                return None
+            mode, sha = tree[part]
+            tree = self._tree(sha) if stat.S_ISDIR(mode) else None
+        return tree
 
     def blob_sha_at(self, commit_sha: bytes | None, path: str) -> bytes | None:
         """The blob sha of ``path`` in a commit, or None if absent."""
-        tree_sha = self.tree_of(commit_sha)
-        if tree_sha is None:
+        *folders, name = path.encode("utf-8").split(b"/")
+        tree = self._subtree(commit_sha, folders)
+        if tree is None or name not in tree:
             return None
-        obj = self.repo[tree_sha]
-        for part in path.encode("utf-8").split(b"/"):
-            if not isinstance(obj, Tree) or part not in obj:
-                return None
-            _, sha = obj[part]
-            obj = self.repo[sha]
-        return obj.id if isinstance(obj, Blob) else None
+        mode, sha = tree[name]
+        return None if stat.S_ISDIR(mode) else sha
 
     def read_at(self, commit_sha: bytes | None, path: str) -> bytes | None:
         """File bytes of ``path`` at a commit, or None."""
@@ -314,6 +344,9 @@ class GitStore:
         new_ids = pending.new_ids()
         begin_write(self, ref, parent, commit.id, changes, writes, new_ids)
         pending.write()  # blobs, trees, then the commit: a stored commit means all are stored
+        for obj in pending.objects.values():  # the next write starts from these trees
+            if isinstance(obj, Tree) and len(self._trees) < 512:
+                self._trees[obj.id] = obj
         try:
             applied = iter(self._apply_to_worktree([c for c, w in zip(changes, writes) if w], generated,
                                                    expected or {}))
@@ -415,20 +448,8 @@ class GitStore:
 
     def names_in(self, commit_sha: bytes | None, folder: str) -> list[str]:
         """The entry names of ``folder`` (vault-relative, "" for the root) at a commit."""
-        tree_id = self.tree_of(commit_sha)
-        if tree_id is None:
-            return []
-        store = self.repo.object_store
-        tree = store[tree_id]
-        for part in [p for p in folder.split("/") if p]:
-            try:
-                mode, sha = tree[part.encode("utf-8")]
-            except KeyError:
-                return []
-            if not stat.S_ISDIR(mode):
-                return []
-            tree = store[sha]
-        return [entry.path.decode("utf-8", "replace") for entry in tree.iteritems()]
+        tree = self._subtree(commit_sha, [p.encode("utf-8") for p in folder.split("/") if p])
+        return [] if tree is None else [entry.path.decode("utf-8", "replace") for entry in tree.iteritems()]
 
     def _check_unchanged(self, expected: Mapping[str, str | None]) -> None:
         """Raise ``changed_on_disk`` if a file no longer holds the blob ``expected`` says."""

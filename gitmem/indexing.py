@@ -11,7 +11,8 @@ files:
   whose size or mtime changed are re-read, and only documents whose content
   hash differs from the indexed one are re-indexed;
 * :meth:`IndexMixin.refresh` does the same for given paths (the watcher and
-  the git hooks call it);
+  long-lived servers call it; the git hooks only leave a mark, and the next
+  process to open the index catches up);
 * :meth:`IndexMixin.reindex` rebuilds it from scratch.
 """
 

@@ -325,7 +325,8 @@ def serve_http(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765,
         try:
             server.run(sockets=[sock])
         except SystemExit as exc:  # uvicorn exits 3 when the app's start-up fails
-            if exc.code not in (0, None):
+            # (a SIGTERM after a good start also ends in SystemExit: that is a normal stop)
+            if exc.code not in (0, None) and not getattr(server, "started", False):
                 raise GitmemError(f"the MCP HTTP server on {http_url(host, port)} failed to start",
                                   code="server_start_failed",
                                   hint="The server's log lines above say why.") from None

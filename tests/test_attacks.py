@@ -179,6 +179,9 @@ def doors(vault: Vault, path: str) -> dict[str, Callable[[], Any]]:
         "fsm update_memory": tool(vault, "fsm", "update_memory", {"filename": path.rsplit("/", 1)[-1],
                                                                   "content": PAYLOAD}),
         "index memory_read": tool(vault, "index", "memory_read", {"topics": [rest.rsplit(".", 1)[0]]}),
+        "agentos memory_search": tool(vault, "agentos", "memory_search", {"query": "OUTSIDE private"}),
+        "vault search_memories": tool(vault, "vault", "search_memories", {"query": "OUTSIDE private"}),
+        "vault read_memory": tool(vault, "vault", "read_memory", {"memoryId": path}),
         "outside-edit commit": vault.commit_outside_edits,
         "search": lambda: [h.title + h.snippet for h in vault.search("OUTSIDE private").hits],
         "refresh": lambda: vault.refresh(),
@@ -448,3 +451,42 @@ def test_a_lone_surrogate_never_reaches_a_file(scene: Scene) -> None:
     assert vault.head == head
     for path in git(scene.root, "ls-tree", "-r", "--name-only", "HEAD").split():
         (scene.root / path).read_bytes().decode("utf-8")  # every file is valid UTF-8
+
+
+# ------------------------------------------------------ hostile values arriving by sync
+HOSTILE_FRONTMATTER = [
+    "importance: 99999999999999999999999",
+    'title: "\\ud800"',
+    "tags: [null, 1, {a: b}, [x]]",
+    "strength: .nan",
+    "created: 2026-13-45",
+    'summary: "\\udfff"',
+]
+
+
+@pytest.mark.parametrize("line", HOSTILE_FRONTMATTER)
+def test_a_hostile_value_arriving_by_sync_never_stops_the_vault(tmp_path: Path, line: str) -> None:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    with Vault.init(tmp_path / "a", author="alice") as a:
+        a.add_remote("origin", str(remote))
+        a.add("Standup time", "The standup is at 9:30.")
+        a.sync()
+    b = Vault.clone(str(remote), tmp_path / "b", author="bob")
+    b.close()
+    # a collaborator commits a file with a hostile value, with plain git, and pushes it
+    hostile = tmp_path / "a" / "long_term" / "hostile.md"
+    hostile.write_text(f"---\n{line}\n---\nZebra quokka narwhal.\n")
+    git(tmp_path / "a", "add", "-A")
+    git(tmp_path / "a", "-c", "user.name=c", "-c", "user.email=c@x", "commit", "-qm", "hostile")
+    git(tmp_path / "a", "push", "-q", str(remote), "main")
+    for args in (["sync"], ["ls"], ["search", "zebra"], ["show", "long_term/hostile.md"],
+                 ["add", "After the sync", "still works"], ["reflect", "--dry-run"], ["doctor"]):
+        result = run_cli(tmp_path / "b", *args)
+        assert "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.returncode in ((0, 1) if args[0] == "doctor" else (0,)), (args, result.stderr)
+    assert "Zebra" in run_cli(tmp_path / "b", "search", "zebra").stdout
+    assert (tmp_path / "b" / "long_term" / "hostile.md").read_text() == hostile.read_text()  # never rewritten
+    doctor = json.loads(run_cli(tmp_path / "b", "doctor", "--json").stdout)
+    metadata = next(f for f in doctor["findings"] if f["check"] == "metadata")
+    assert "long_term/hostile.md" in metadata["paths"]

@@ -141,7 +141,7 @@ def test_person_git_and_agent_together(tmp_path: Path) -> None:
     for path, marker in last.items():
         rel = str(path.relative_to(root))
         assert marker in git(root, "show", f"HEAD:{rel}")
-        authors = git(root, "log", "--format=%an", "-S", marker, "--", rel).split()
+        authors = git(root, "log", "--format=%an", "-S", marker, "--", rel).splitlines()
         assert authors and set(authors) <= {"vault user"}, authors
 
     # Every acknowledged agent write is in history, under the agent's name; none carries the person's text.
