@@ -25,7 +25,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterator, Mapping, Sequence
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -466,16 +466,22 @@ class GitStore:
         try:
             for change in changes:
                 old = safefs.read_or_none(self.root, change.path)
-                if expected and change.path in expected:
-                    # Checked again right before the replace: a person's save in the last
-                    # moments is kept, never overwritten.
-                    _changed_since(change.path, old, expected[change.path])
+                want = expected.get(change.path, _ANY) if expected else _ANY
+                if want is not _ANY:
+                    _changed_since(change.path, old, want)   # (a removal is checked here only)
                 if change.data is None:
                     safefs.remove(self.root, change.path)
                     done.append((change.path, old, None))
-                else:
-                    done.append((change.path, old, safefs.write_bytes(
-                        self.root, change.path, change.data, replace_link=change.path in generated)))
+                    continue
+                try:
+                    # The replace itself checks the file still holds what gitmem based its
+                    # change on: a person's save at any moment is kept, never overwritten.
+                    st = safefs.write_bytes(self.root, change.path, change.data,
+                                            replace_link=change.path in generated,
+                                            expect=None if want is _ANY else _holds(want))
+                except safefs.ReplacedWrongFile:
+                    raise _changed_on_disk(change.path) from None
+                done.append((change.path, old, st))
         except OSError as exc:
             self._restore_worktree(done)
             raise StorageError(f"could not write {exc.filename or 'a file'}: {exc.strerror}") from exc
@@ -511,13 +517,14 @@ class GitStore:
     # (git kept taking index.lock), and nobody repaired that one's entries.  The bare
     # ``index-dirty`` is set by recovery and purge, and by nobody alive.
     def _own_dirty_marker(self) -> Path:
-        return self.git_dir / "gitmem" / f"{DIRTY_MARK}.{os.getpid()}"
+        # one per GitStore object: two Vaults in one process keep their own marks
+        return self.git_dir / "gitmem" / f"{DIRTY_MARK}.{os.getpid()}.{id(self)}"
 
     def index_dirty(self) -> bool:
         """True if ``.git/index`` may lag HEAD because of a process that is gone (it
         died, or gave up while git held ``index.lock``) or of recovery: repair it."""
         for marker in (self.git_dir / "gitmem").glob(f"{DIRTY_MARK}*"):
-            if marker.name == DIRTY_MARK or not _alive(marker.name.rsplit(".", 1)[-1]):
+            if marker.name == DIRTY_MARK or not _alive(marker.name.split(".")[1]):
                 return True
         return False
 
@@ -531,7 +538,7 @@ class GitStore:
         """After a repair from HEAD: the marks of gone processes (and this one's) are done."""
         own = self._own_dirty_marker().name
         for marker in (self.git_dir / "gitmem").glob(f"{DIRTY_MARK}*"):
-            if marker.name in (DIRTY_MARK, own) or not _alive(marker.name.rsplit(".", 1)[-1]):
+            if marker.name in (DIRTY_MARK, own) or not _alive(marker.name.split(".")[1]):
                 marker.unlink(missing_ok=True)
 
     @property
@@ -546,6 +553,7 @@ class GitStore:
         ``index-dirty`` marker stays, so a retry, or the next process, repairs it.
         """
         if not self._pending_index:
+            self._own_dirty_marker().unlink(missing_ok=True)  # nothing of ours is pending
             return True
         pending, self._pending_index = self._pending_index, {}
         try:
@@ -724,11 +732,21 @@ def _new_commit(tree: bytes, parents: list[bytes], message: str, author: Identit
     return commit
 
 
+_ANY = object()
+
+
+def _holds(want: str | None) -> "Callable[[bytes | None], bool]":
+    return lambda data: (None if data is None else Blob.from_string(data).id.decode()) == want
+
+
+def _changed_on_disk(path: str) -> Conflict:
+    return Conflict(f"{path} changed on disk while gitmem was writing it; it was not overwritten",
+                    code="changed_on_disk", hint="Retry: the new text is committed first.", path=path)
+
+
 def _changed_since(path: str, data: bytes | None, want: str | None) -> None:
-    have = None if data is None else Blob.from_string(data).id.decode()
-    if have != want:
-        raise Conflict(f"{path} changed on disk while gitmem was writing it; it was not overwritten",
-                       code="changed_on_disk", hint="Retry: the new text is committed first.", path=path)
+    if not _holds(want)(data):
+        raise _changed_on_disk(path)
 
 
 def _lstat_or_none(root: Path, rel: str) -> os.stat_result | None:

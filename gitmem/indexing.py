@@ -240,9 +240,10 @@ class IndexMixin:
         return changes
 
     def commit_outside_edits(self: "Vault", paths: Iterable[str] | None = None,
-                             author: Any = None) -> str | None:
+                             author: Any = None, reason: str | None = None) -> str | None:
         """Commit memory files edited outside gitmem, as one commit authored by
         the vault's ``user`` (from ``.gitmem.yaml``); the files are not touched.
+        ``reason`` is added to the subject in parentheses (``edit: <title> (outside edit)``).
 
         Returns the commit id, or None when nothing differs from HEAD.
         """
@@ -278,6 +279,8 @@ class IndexMixin:
                     f" (renamed from {old_path.rsplit('/', 1)[-1]})"
             else:
                 subject = f"edit: {len(changes)} memories changed outside gitmem"
+            if reason:
+                subject += f" ({reason})"
             listing = "\n".join(
                 (f"R {renamed[c.path][0]} -> {c.path}" if c.path in renamed else
                  f"{'D' if c.data is None else ('M' if self.git.blob_sha_at(head, c.path) else 'A')} {c.path}")

@@ -4,7 +4,8 @@ Before gitmem replaces a file it compares what is on disk with what HEAD holds
 and with what gitmem read when it computed the change (its *base*):
 
 * a file the person changed (on disk, not committed) is first committed as the
-  person's own commit (``edit: <title>``, authored by the vault's user), so the
+  person's own commit (``edit: <title> (outside edit)``, authored by the vault's
+  user), so the
   agent's commit holds only the agent's change;
 * if the person changed it *after* gitmem read it, the agent's change is merged
   into the person's text (fields and body, three ways, as sync merges); when
@@ -45,7 +46,7 @@ def guard_person_edits(vault: "Vault", changes: Sequence[FileChange], bases: Map
     edited = [p for p in paths if vault.is_memory_path(p) and disk[p] is not None
               and blob_id(disk[p]).encode() != committed[p]]
     if edited:
-        vault.commit_outside_edits(edited)
+        vault.commit_outside_edits(edited, reason="outside edit")
         refused = [p for p in edited if p in vault.outside_refused]
         if refused:
             raise Conflict(f"{refused[0]} holds a person's unsaved-to-history edit that cannot be committed "

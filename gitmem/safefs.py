@@ -18,18 +18,20 @@ On systems without ``openat`` (Windows) each component is checked with
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import os
 import stat
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import InvalidPath, UnsafePath
 
 __all__ = ["MAX_COMPONENT_BYTES", "check_component", "split_checked", "read_bytes", "read_or_none",
            "lstat", "is_file", "is_dir", "is_symlink_on_the_way", "write_bytes", "remove",
            "prune_empty_dirs", "walk_files", "listdir", "temp_name", "temp_prefix", "TEMP_MARK",
-           "check_tree_entry"]
+           "check_tree_entry", "ReplacedWrongFile"]
 
 MAX_COMPONENT_BYTES = 255
 _SYMLINK_MODE = 0o120000
@@ -242,13 +244,88 @@ def temp_name(name: str) -> str:
     return f"{temp_prefix(name)}{os.getpid()}"
 
 
-def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False) -> os.stat_result:
+class ReplacedWrongFile(Exception):
+    """:func:`write_bytes` found something else than ``expect`` allowed at the target;
+    nothing was replaced (the file there is as it was)."""
+
+
+def _exchange(dfd: int, a: str, b: str) -> bool:
+    """Swap the names ``a`` and ``b`` in the folder ``dfd`` in one step (Linux
+    ``renameat2(RENAME_EXCHANGE)``); False when the system cannot."""
+    func = _renameat2()
+    if func is None:
+        return False
+    if func(dfd, a.encode(), dfd, b.encode(), 2) != 0:  # 2 = RENAME_EXCHANGE
+        err = ctypes.get_errno()
+        if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            return False
+        raise OSError(err, os.strerror(err), b)
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        func = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func
+
+
+def _read_at(dfd: int, name: str) -> bytes | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _replace_checked(dfd: int, tmp: str, name: str, expect: Callable[[bytes | None], bool]) -> None:
+    """Rename ``tmp`` over ``name`` only if what ``name`` holds passes ``expect``.
+
+    Where the system can swap two names in one step, the swap is the check: the
+    file that was replaced is judged afterwards and swapped back when it should not
+    have been, so a save landing at any moment is never lost.  Elsewhere the file
+    is checked right before the rename (a window of microseconds)."""
+    if _read_at(dfd, name) is None:
+        if not expect(None):
+            raise ReplacedWrongFile(name)
+        try:
+            os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+        except FileExistsError:  # someone created it meanwhile
+            raise ReplacedWrongFile(name) from None
+        os.unlink(tmp, dir_fd=dfd)
+        return
+    try:
+        swapped = _exchange(dfd, tmp, name)
+    except FileNotFoundError:  # removed meanwhile
+        raise ReplacedWrongFile(name) from None
+    if not swapped:
+        if not expect(_read_at(dfd, name)):
+            raise ReplacedWrongFile(name)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return
+    if not expect(_read_at(dfd, tmp)):  # what was there is not what gitmem based its change on
+        _exchange(dfd, tmp, name)
+        raise ReplacedWrongFile(name)
+    os.unlink(tmp, dir_fd=dfd)
+
+
+def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False,
+                expect: Callable[[bytes | None], bool] | None = None) -> os.stat_result:
     """Replace the file at ``rel`` with ``data`` atomically and durably (temp file,
     fsync, rename), creating folders as needed; returns its stat.
 
     Refuses (:class:`UnsafePath`) when a folder on the way, or the file itself, is
     a symbolic link: the link is never followed, and replaced (by the new file)
-    only with ``replace_link`` (for files gitmem generates, such as MEMORY.md)."""
+    only with ``replace_link`` (for files gitmem generates, such as MEMORY.md).
+    With ``expect``, the file is replaced only if ``expect(what it holds, or None
+    if absent)`` is true at the moment of the rename; else :class:`ReplacedWrongFile`
+    is raised and the file there is left as it was."""
     parts = split_checked(rel)
     if not _HAS_DIR_FD:  # pragma: no cover - Windows
         target = _checked_path(root, parts[:-1] + ["."]) if replace_link else _checked_path(root, parts)
@@ -276,7 +353,10 @@ def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+            if expect is None:
+                os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+            else:
+                _replace_checked(dfd, tmp, parts[-1], expect)
         except BaseException:
             try:
                 os.unlink(tmp, dir_fd=dfd)

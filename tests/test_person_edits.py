@@ -65,7 +65,7 @@ def test_an_unsaved_edit_is_committed_as_the_persons_before_the_agents(note: tup
     vault, mid, path = note
     save(path, path.read_text().replace("9:30", "9:45"))
     vault.update(mid, append="Agenda first.")
-    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup"]
+    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup (outside edit)"]
     person = git(vault.root, "show", "HEAD~1", "--format=", "--", vault.get(mid).path)
     agent = git(vault.root, "show", "HEAD", "--format=", "--", vault.get(mid).path)
     assert "+The standup is at 9:45." in person and "Agenda first" not in person
@@ -83,7 +83,7 @@ def test_a_save_while_the_agent_writes_is_merged_with_its_change(note: tuple[Vau
     vault.update(mid, append="Agenda first.")
     text = path.read_text()
     assert "The standup is at 10:00." in text and text.endswith("Agenda first.\n")   # both kept
-    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup"]
+    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup (outside edit)"]
     assert "10:00" in git(vault.root, "show", "HEAD~1:" + vault.get(mid).path)
     vault.close()
     assert_clean(vault.root)
@@ -96,7 +96,7 @@ def test_a_save_in_the_last_moment_is_not_overwritten(note: tuple[Vault, str, Pa
     vault.update(mid, append="Agenda first.")
     text = path.read_text()
     assert "The standup is at 11:00." in text and text.endswith("Agenda first.\n")
-    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup"]
+    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup (outside edit)"]
     vault.close()
     assert_clean(vault.root)   # the abandoned attempt left no dangling objects
 
@@ -109,7 +109,7 @@ def test_changes_that_cannot_be_merged_are_refused_and_the_persons_text_kept(
     with pytest.raises(Conflict, match="cannot be merged"):
         vault.update(mid, replace=("Bring the notes.", "Bring nothing."))
     assert path.read_text() == mine
-    assert log(vault.root, 1) == ["vault user|edit: Standup"]
+    assert log(vault.root, 1) == ["vault user|edit: Standup (outside edit)"]
     assert "Bring nothing" not in git(vault.root, "log", "-p", "--all")
     vault.close()
     assert_clean(vault.root)
@@ -121,7 +121,7 @@ def test_a_move_keeps_a_concurrent_save(note: tuple[Vault, str, Path], monkeypat
     moved = vault.move(mid, "long_term")
     assert "8:15" in (vault.root / moved.path).read_text() and not path.exists()
     follow = git(vault.root, "log", "--follow", "--format=%an|%s", "--", moved.path).splitlines()
-    assert follow[0].startswith("tester|move: Standup") and "vault user|edit: Standup" in follow
+    assert follow[0].startswith("tester|move: Standup") and "vault user|edit: Standup (outside edit)" in follow
     vault.close()
     assert_clean(vault.root)
 
@@ -132,7 +132,7 @@ def test_a_file_tool_write_keeps_a_persons_unsaved_edit(vault: Vault) -> None:
     files.call("memory_write", {"path": "todo.md", "content": "- milk\n"})
     save(vault.root / "long_term" / "todo.md", "- milk\n- eggs\n")
     files.call("memory_write", {"path": "todo.md", "content": "- milk\n- bread\n"})
-    assert log(vault.root, 2) == ["bot|write: long_term/todo.md", "vault user|edit: todo"]
+    assert log(vault.root, 2) == ["bot|write: long_term/todo.md", "vault user|edit: todo (outside edit)"]
     assert "- eggs" in git(vault.root, "show", "HEAD~1:long_term/todo.md")
 
 
