@@ -329,6 +329,12 @@ class RawFilesMixin:
             raise InvalidPath(f"{rel!r} is not inside a tier folder ({', '.join(self.config.tiers)})")
         if rel.rsplit("/", 1)[-1] == _KEEP:
             raise InvalidPath(f"{rel!r} is reserved (it keeps an empty tier folder in git)")
+        folder, _, name = rel.rpartition("/")
+        if name.casefold() == MEMORY_MD.casefold() and folder in self.config.tiers:
+            raise InvalidPath(f"{relpath!r} is the index gitmem generates at the vault root from the memory "
+                              "files; it cannot be written",
+                              hint="Write a topic file instead (e.g. 'preferences.md'); the index lists it "
+                                   "after the write.")
         data = self._file_data(text)
         with self.lock.hold():
             parts = rel.split("/")

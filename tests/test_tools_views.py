@@ -288,3 +288,15 @@ def test_claude_readable_view_over_mcp_stdio(vault: Vault) -> None:
     assert (root / rust.path).read_text().endswith("Traits next.\n")
     assert out["gone"].is_error and out["gone"].content[0].text == \
         "The path /memories/archive/old-idea.md does not exist. Please provide a valid path."
+
+
+def test_no_file_tool_can_write_the_generated_index(vault: Vault) -> None:
+    head = vault.head
+    for profile, args in (("claude", {"command": "create", "path": "/memories/MEMORY.md", "file_text": "x"}),
+                          ("claude", {"command": "create", "path": "/memories/short_term/memory.md",
+                                      "file_text": "x"}),
+                          ("files", {"path": "MEMORY.md", "content": "x"})):
+        name = "memory" if profile == "claude" else "memory_write"
+        out = Toolbox(vault, profile).call(name, args)
+        assert out["error"]["code"] == "invalid_path" and "index gitmem generates" in out["error"]["message"]
+    assert vault.head == head
