@@ -95,6 +95,7 @@ def object_of(store: Any, sha: bytes, kind: type, commit_id: bytes, what: str) -
 
 
 def short(text: str) -> str:
+    """``text`` cut to at most 120 characters for a message."""
     return text if len(text) <= 120 else text[:117] + "..."
 
 

@@ -34,12 +34,15 @@ def redact(text: str) -> str:
 
 
 def check_name(name: str) -> None:
+    """Refuse a remote name git would not accept (letters, digits, ``.``, ``_``, ``-``)."""
     if not isinstance(name, str) or not _NAME.match(name) or ".." in name or name.endswith((".lock", ".")):
         raise InvalidInput(f"invalid remote name {name!r}",
                            hint="Use letters, digits, '.', '_' or '-', e.g. origin.")
 
 
 def normalise_url(url: str) -> str:
+    """A remote URL as gitmem stores it: a path made absolute, a URL checked for its
+    scheme and refused when it holds credentials (they never go into ``.git/config``)."""
     if not isinstance(url, str) or not url.strip() or any(c in url for c in "\n\r\x00"):
         raise InvalidInput("remote URL is empty or has control characters")
     url = url.strip()
