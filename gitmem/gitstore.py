@@ -3,7 +3,7 @@
 One write = one commit, built straight from the object store (blob ->
 ``commit_tree_changes`` -> commit -> compare-and-swap of the branch ref), which
 costs a few milliseconds whatever the vault size, instead of ``porcelain.add``
-which re-reads and re-writes the whole ``.git/index`` (GUIDE section 2).
+which re-reads and re-writes the whole ``.git/index``.
 
 Order of a write, all under the vault lock:
 

@@ -410,7 +410,7 @@ class LifecycleMixin:
                  files: Sequence[str] | None = None, *, tags: Sequence[str] | None = None,
                  summarizer: Summarizer | None = None, force: bool = False,
                  author: str | Identity | None = None, **batch_filters: Any) -> Memory:
-        """Seed 004's flow as one commit: create ``summary`` in the next tier up, with
+        """The tiered compress flow as one commit: create ``summary`` in the next tier up, with
         ``related: derived_from`` links to every source, and move every source into
         the archive (``status: archived``, ``archived_into: <summary id>``).
 

@@ -1,6 +1,6 @@
 """Reading and writing memory files: YAML frontmatter + Markdown body.
 
-Reading is defensive (GUIDE section 2): frontmatter is size-bounded, aliases are
+Reading is defensive: frontmatter is size-bounded, aliases are
 capped (no alias bombs), YAML 1.1 surprises are switched off (``no`` stays the
 string "no", ``12:30`` stays "12:30", timestamps stay strings), a UTF-8 BOM is
 tolerated, and a file that merely *starts* with a ``---`` horizontal rule is not

@@ -53,7 +53,7 @@ HANDSHAKE_PROTOCOL_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "202
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 
 INSTRUCTIONS = ("gitmem: a Git-backed Markdown memory vault. Every write through these tools is one git "
-                "commit authored by this session's agent, so nothing is lost and every change can be "
+                "commit authored by the connected agent, so nothing is lost and every change can be "
                 "inspected or restored. Errors come back as results with a code, a message and a hint.")
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (

@@ -1,4 +1,4 @@
-"""``MEMORY.md``: the vault's cheap, always-current index (seed 001's entry point).
+"""``MEMORY.md``: the vault's cheap, always-current index (the ``index`` profile's entry point).
 
 Regenerated from the catalog in the same commit as every write, so an agent (or
 a person in Obsidian) can read one short file to know what the vault holds:

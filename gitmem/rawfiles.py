@@ -1,6 +1,6 @@
 """Plain files in the vault: exact-text reads and writes for file-shaped agent tools.
 
-Part of the :class:`~gitmem.vault.Vault` (a mixin).  Seed 000's
+Part of the :class:`~gitmem.vault.Vault` (a mixin).  The ``files`` profile's
 ``memory_write(path, content)`` and Anthropic's memory tool (``/memories``)
 address memories as *files*: they write a file's exact text, rename and delete
 paths.  These methods do that, each write as one commit through

@@ -1,4 +1,4 @@
-"""``reflect``: seed 002's consolidation loop, made inspectable.
+"""``reflect``: the consolidation loop agent memory tools describe, made inspectable.
 
 Planning is pure: :func:`plan_reflect` turns memory states, retrieval counts,
 near-duplicate pairs, the clock and the settings into a :class:`ReflectPlan`.

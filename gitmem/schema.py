@@ -70,7 +70,7 @@ _PATH_NAMESPACE = uuid.UUID("6f1c3a52-2f0e-4b8e-9a55-6d1b0c4e7a21")
 
 
 def new_id() -> str:
-    """A fresh memory id (a random UUID4 string, usable as seed 003's UUID)."""
+    """A fresh memory id (a random UUID4 string, usable as the ``vault`` profile's UUID)."""
     return str(uuid.uuid4())
 
 

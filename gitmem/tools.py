@@ -47,11 +47,11 @@ FORMATS = ("openai", "anthropic", "mcp")
 PROFILES: dict[str, str] = {
     "gitmem": "native gitmem tools: add, read, update, move, delete, search, history, diff, restore, "
               "compress, archive, merge, reflect, context, links",
-    "files": "seed 000: memory_read(path?) / memory_write(path, content) over a file tree",
-    "index": "seed 001: memory_read(topics?) returns MEMORY.md plus topic files",
-    "agentos": "seed 002: memory_add/update/delete/merge/search/reflect with mt_<uuid> trace ids",
-    "vault": "seed 003: write_memory with types, importance, dedup and idempotency, + read/search",
-    "fsm": "seed 004: tiered create/read/update/search, compress_tier, archive_memories, protected context",
+    "files": "memory_read(path?) / memory_write(path, content) over a file tree",
+    "index": "memory_read(topics?) returns MEMORY.md plus topic files",
+    "agentos": "memory_add/update/delete/merge/search/reflect with mt_<uuid> trace ids",
+    "vault": "write_memory with types, importance, dedup and idempotency, + read/search",
+    "fsm": "tiered create/read/update/search, compress_tier, archive_memories, protected context",
     "claude": "Anthropic's memory tool (memory_20250818): view/create/str_replace/insert/delete/rename "
               "on /memories",
 }
@@ -64,7 +64,7 @@ _PERSON = ("ask the person to make the change with the gitmem command line and -
            "or `gitmem merge` with --force")
 _HINTS = {
     "invalid_arguments": "Fix the arguments to match the tool's input schema and call again.",
-    "unknown_tool": "Call one of the tools listed for this session.",
+    "unknown_tool": "Call one of the tools this server lists.",
     "not_found": "Check the id or path; search or list memories to find the right one.",
     "protected": f"Protected memories (goals, rules, constraints) cannot be changed by agent tools; {_PERSON}.",
     "conflict": "Re-read the current state and retry with a different name or after the other change.",

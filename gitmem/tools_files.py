@@ -1,4 +1,4 @@
-"""File-shaped tool profiles: ``files`` (seed 000) and ``index`` (seed 001).
+"""File-shaped tool profiles: ``files`` and ``index``.
 
 ``files``: ``memory_read(path?)`` lists every file (one path per line) or
 returns one file's text; ``memory_write(path, content)`` writes a file's exact

@@ -1,5 +1,5 @@
-"""Drop-in tool profiles for the memory-tool seeds 002 (``agentos``), 003 (``vault``)
-and 004 (``fsm``): the seeds' exact tool names, parameters and output shapes,
+"""Drop-in tool profiles for three memory-tool contracts, ``agentos``, ``vault``
+and ``fsm``: their exact tool names, parameters and output shapes,
 each backed by one Vault call, each write one commit authored by the session's
 agent.
 

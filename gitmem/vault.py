@@ -497,8 +497,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
              body: str | None = None) -> Memory:
         """Move a memory to another tier: one commit, a tracked rename.
 
-        ``body`` also replaces the content in the same commit (seed 004's
-        ``update_memory`` with content and tier)."""
+        ``body`` also replaces the content in the same commit (the ``fsm``
+        profile's ``update_memory`` with content and tier)."""
         who = self._author(author)
         if tier not in self.config.tiers:
             raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(self.config.tiers)}")

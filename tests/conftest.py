@@ -122,3 +122,8 @@ def assert_one_write(root: Path, since: str, *, moves: bool | None = None) -> No
         assert status and all(line.startswith("R100") for line in status), status  # renames only
     else:
         assert moves is not True, new
+
+
+def documentation() -> str:
+    """The README and every page under docs/, as one text (what a user can read)."""
+    return "\n".join(f.read_text() for f in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])

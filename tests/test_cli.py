@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from gitmem.cli import cli
 
-from .conftest import REPO, SAMPLE, assert_clean, git
+from .conftest import REPO, SAMPLE, assert_clean, git, documentation
 
 
 def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -129,10 +129,10 @@ def test_help_lists_every_command_and_readme_documents_them() -> None:
     result = run("--help")
     assert result.returncode == 0
     commands = sorted(name for name, command in cli.commands.items() if not command.hidden)
-    readme = (REPO / "README.md").read_text()
+    readme = documentation()
     for name in commands:
         assert re.search(rf"^\s+{name}\b", result.stdout, re.M), name
-        assert f"gitmem {name}" in readme, f"README does not document 'gitmem {name}'"
+        assert f"gitmem {name}" in readme, f"the documentation does not cover 'gitmem {name}'"
         sub = run(name, "--help")
         assert sub.returncode == 0 and "Example" in sub.stdout, name
 

@@ -14,7 +14,7 @@ from gitmem import Vault, errors
 from gitmem.markdown import parse_text
 from gitmem.schema import MEMORY_TYPES, clean_metadata
 
-from .conftest import SAMPLE, assert_clean, git
+from .conftest import SAMPLE, assert_clean, git, documentation
 
 
 def test_import_gitmem_is_light() -> None:
@@ -40,9 +40,20 @@ def test_error_codes_are_unique_and_documented() -> None:
     classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, errors.GitmemError)]
     codes = Counter(c.code for c in classes)
     assert all(n == 1 for n in codes.values()), codes
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = documentation()
     for cls in classes:
-        assert f"`{cls.code}`" in readme, f"README does not document error code {cls.code}"
+        assert f"`{cls.code}`" in readme, f"the documentation does not list error code {cls.code}"
+
+
+def test_readme_is_short_and_its_links_resolve() -> None:
+    root = Path(__file__).parent.parent
+    readme = (root / "README.md").read_text()
+    assert len(readme.encode()) <= 9_000
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (root / target).is_file(), target
+    for page in (root / "docs").glob("*.md"):
+        for target, anchor in re.findall(r"\]\(([a-z-]+\.md)?#([^)]+)\)", page.read_text()):
+            assert (root / "docs" / (target or page.name)).is_file(), (page.name, target)
 
 
 def test_sample_vault_is_realistic_and_valid(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ def test_cli_tools_list_export_call(vault: Vault) -> None:
 
 
 def test_readme_documents_every_profile() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parent.parent / "docs" / "agents.md").read_text()
     assert "## Agent tools and MCP" in readme
     for profile in PROFILES:
         assert f"`{profile}`" in readme
@@ -169,7 +169,7 @@ def test_readme_agent_loop_runs(vault: Vault, tmp_path: Path, monkeypatch: pytes
     import re
     import sys
     import types
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parent.parent / "docs" / "agents.md").read_text()
     code = re.search(r"An agent loop with Anthropic's SDK.*?```python\n(.*?)```", readme, re.S).group(1)
     seen: list[list] = []
 
