@@ -257,6 +257,12 @@ class RawFilesMixin:
         text = data.decode("utf-8", "replace")
         return text[1:] if text.startswith("\ufeff") else text
 
+    def names_memory_md(self: "Vault", relpath: str) -> bool:
+        """True for a vault-relative path naming ``MEMORY.md`` directly in a tier folder
+        (any letter case): how agents spell the generated index, which no tool writes."""
+        folder, _, name = relpath.rpartition("/")
+        return name.casefold() == MEMORY_MD.casefold() and folder in self.config.tiers
+
     def memory_md_text(self: "Vault") -> str | None:
         """The text of the vault's ``MEMORY.md`` as it is on disk (None if absent or a link)."""
         data = safefs.read_or_none(self.root, MEMORY_MD)
@@ -329,8 +335,7 @@ class RawFilesMixin:
             raise InvalidPath(f"{rel!r} is not inside a tier folder ({', '.join(self.config.tiers)})")
         if rel.rsplit("/", 1)[-1] == _KEEP:
             raise InvalidPath(f"{rel!r} is reserved (it keeps an empty tier folder in git)")
-        folder, _, name = rel.rpartition("/")
-        if name.casefold() == MEMORY_MD.casefold() and folder in self.config.tiers:
+        if self.names_memory_md(rel):
             raise InvalidPath(f"{relpath!r} is the index gitmem generates at the vault root from the memory "
                               "files; it cannot be written",
                               hint="Write a topic file instead (e.g. 'preferences.md'); the index lists it "

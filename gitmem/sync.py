@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
 from . import safefs
+from .paths import MEMORY_MD
 from .catalog import stem_key
 from .errors import (Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound,
                      SyncError, UnsafePath, UnsafeRemoteTree)
@@ -78,7 +79,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SyncMixin", "SyncReport", "Remote", "redact", "check_incoming_trees"]
 
-MEMORY_INDEX = "MEMORY.md"
+MEMORY_INDEX = MEMORY_MD  # one name, defined in paths.py
 CONFIG_FILE = ".gitmem.yaml"
 MAX_ATTEMPTS = 5
 _ZERO = b"0" * 40

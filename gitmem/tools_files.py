@@ -33,7 +33,6 @@ import re
 from typing import TYPE_CHECKING
 
 from .errors import InvalidInput, InvalidPath, NotFound
-from .paths import MEMORY_MD
 from .tools import ToolContext, obj, string, tool
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,9 +66,7 @@ def _is_memory_md(vault: "Vault", path: str) -> bool:
     """True for a path naming MEMORY.md directly in a tier folder (``MEMORY.md``,
     ``long_term/MEMORY.md``, any letter case): the spellings an agent uses for the
     generated index.  A MEMORY.md deeper in a folder of the agent's is an ordinary file."""
-    rel = vault.file_path(path)
-    folder, _, name = rel.rpartition("/")
-    return name.casefold() == MEMORY_MD.casefold() and folder in vault.config.tiers
+    return vault.names_memory_md(vault.file_path(path))
 
 
 @tool("files", "memory_write",

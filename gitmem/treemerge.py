@@ -32,6 +32,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from .paths import MEMORY_MD
 from .catalog import id_from_blob
 from .errors import GitmemError
 from .gitstore import FileChange
@@ -47,7 +48,7 @@ __all__ = ["MergeOutcome", "merge_trees", "merge_memory", "merge_lines", "CONFLI
 CONFLICT_STATUS = "conflict"
 CONFLICT_TAG = "sync-conflict"
 CONFLICT_FIELD = "conflict_of"
-MEMORY_INDEX = "MEMORY.md"
+MEMORY_INDEX = MEMORY_MD  # one name, defined in paths.py
 _SET_FIELDS = ("tags", "entities", "aliases", "related")
 
 # (path, blob sha) of one memory (or file) on one side; None = absent
