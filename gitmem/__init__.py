@@ -45,6 +45,7 @@ _EXPORTS = {
     "StorageError": "errors",
     "VaultClosed": "errors",
     "SecretDetected": "errors",
+    "NotInstalled": "errors",
     "SyncError": "errors",
     "UnsafeRemoteTree": "errors",
     "SyncReport": "sync",

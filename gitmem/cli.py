@@ -9,8 +9,9 @@ shown only with ``GITMEM_DEBUG=1``.  Heavy modules load inside commands so
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import click
 
@@ -92,6 +93,25 @@ def _collect_meta(**values: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ commands
+_as_of_option = click.option(
+    "--as-of", "as_of", metavar="DATE|REV",
+    help="The vault as it was then: an ISO 8601 date or time (a bare date means the end of "
+         "that day), HEAD~N or a commit id.")
+
+
+@contextlib.contextmanager
+def _history_progress(show: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal while the vault's history is indexed (first as-of use)."""
+    if not show or not sys.stderr.isatty():
+        yield None
+        return
+    with click.progressbar(length=1, label="indexing history", file=sys.stderr) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.length = total
+            bar.update(done - bar.pos)
+        yield progress
+
+
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--from", "from_dir", type=click.Path(exists=True, file_okay=False),
@@ -221,19 +241,23 @@ def show(ctx: click.Context, ref: str, rev: str | None, as_json: bool) -> None:
 @click.option("--scope", help="Only this scope.")
 @click.option("--agent", help="Only memories written by this agent.")
 @click.option("--limit", type=click.IntRange(1), help="At most this many.")
+@_as_of_option
 @json_option
 @click.pass_context
 def ls(ctx: click.Context, tier: tuple[str, ...], mtype: tuple[str, ...], tags: tuple[str, ...],
-       status: str, scope: str | None, agent: str | None, limit: int | None, as_json: bool) -> None:
+       status: str, scope: str | None, agent: str | None, limit: int | None, as_of: str | None,
+       as_json: bool) -> None:
     """List memories, most recently updated first.
 
     \b
-    Example:
+    Examples:
       gitmem ls --tier long_term --type goal --type rule
+      gitmem ls --as-of 2026-03-01
     """
     vault = open_vault(ctx)
     memories = vault.list(tier=tier or None, type=mtype or None, tags=tags or None,
-                          status=None if status == "all" else status, scope=scope, agent=agent, limit=limit)
+                          status=None if status == "all" else status, scope=scope, agent=agent,
+                          limit=limit, as_of=as_of)
     emit([m.to_dict(body=False) for m in memories], as_json, lambda: _table(memories))
 
 
@@ -398,11 +422,15 @@ def restore(ctx: click.Context, ref: str, rev: str, force: bool, as_json: bool) 
 @click.option("--agent", help="Only memories written by this agent.")
 @click.option("--status", help="Only this status (also finds archived/deleted/superseded).")
 @click.option("--all", "include_inactive", is_flag=True, help="Include archived, deleted and superseded memories.")
+@click.option("--hybrid/--lexical", "hybrid", default=None,
+              help="Rank with embedding vectors too, or by words only (default: hybrid when the "
+                   "embed extra is installed and vectors exist).")
+@_as_of_option
 @json_option
 @click.pass_context
 def search(ctx: click.Context, query: str, limit: int, offset: int, tier: str | None, mtype: str | None,
            tag: str | None, scope: str | None, agent: str | None, status: str | None,
-           include_inactive: bool, as_json: bool) -> None:
+           include_inactive: bool, hybrid: bool | None, as_of: str | None, as_json: bool) -> None:
     """Full-text search (BM25 with stemming).
 
     \b
@@ -415,10 +443,13 @@ def search(ctx: click.Context, query: str, limit: int, offset: int, tier: str | 
       gitmem search "dbt backfill"
       gitmem search 'deploy AND NOT staging type:rule'
       gitmem search "running" --tier long_term --json
+      gitmem search "standing desk" --as-of 2026-03-01
     """
     vault = open_vault(ctx)
-    page = vault.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
-                        tier=tier, type=mtype, tag=tag, scope=scope, agent=agent, status=status)
+    with _history_progress(as_of is not None and not as_json) as progress:
+        page = vault.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
+                            as_of=as_of, progress=progress, hybrid=hybrid, tier=tier, type=mtype,
+                            tag=tag, scope=scope, agent=agent, status=status)
     emit(page.to_dict(), as_json, lambda: _hits(page))
 
 
@@ -431,6 +462,8 @@ def _hits(page: Any) -> str:
     shown = f"{len(page.hits)} of {page.total} result(s)" if page.total else "no results"
     if page.suggestion:
         shown += f"; did you mean: {page.suggestion}"
+    if page.commit:
+        shown += f" (as of commit {page.commit[:7]})"
     lines.append(shown)
     return "\n".join(lines)
 
@@ -492,6 +525,8 @@ cli.add_command(hooks)
 cli.add_command(hook)
 from .cli_purge import purge  # noqa: E402 - registered after the core commands
 cli.add_command(purge)
+from .cli_embed import embed  # noqa: E402 - registered after the core commands
+cli.add_command(embed)
 
 from .cli_lifecycle import (archive, compress, context, links, merge, reflect,  # noqa: E402
                             unarchive)
@@ -512,6 +547,11 @@ for _command in (clone, remote, sync, conflicts, config):
 from .cli_agent import agent  # noqa: E402 - registered after the core commands
 
 cli.add_command(agent)
+from .cli_view import view  # noqa: E402 - registered after the core commands
+cli.add_command(view)
+from .cli_import import export, import_command  # noqa: E402 - registered after the core commands
+cli.add_command(import_command)
+cli.add_command(export)
 
 
 def _exit_on_signal(signum: int, _frame: Any) -> None:

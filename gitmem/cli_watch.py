@@ -62,7 +62,13 @@ def watch(ctx: click.Context, commit: bool | None, debounce: float, commit_delay
                 else "index only, no commits")
         click.echo(f"watching {vault.root} ({mode}; Ctrl-C stops)", err=True)
 
-    watcher.run_forever(on_ready=ready)
+    from .vectors import start_embed_worker
+    embedder = start_embed_worker(vault, lambda line: click.echo(f"gitmem: {line}", err=True))
+    try:
+        watcher.run_forever(on_ready=ready)
+    finally:
+        if embedder is not None:
+            embedder.stop()
     if not quiet:
         click.echo(f"stopped ({len(watcher.commits)} commit(s) made)", err=True)
 

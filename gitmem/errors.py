@@ -45,6 +45,7 @@ __all__ = [
     "StorageError",
     "VaultClosed",
     "SecretDetected",
+    "NotInstalled",
     "SyncError",
     "UnsafeRemoteTree",
 ]
@@ -202,6 +203,14 @@ class StorageError(GitmemError):
 
     code = "storage_error"
     exit_code = 1
+
+
+class NotInstalled(GitmemError):
+    """An optional part of gitmem is asked for but its extra is not installed
+    (e.g. hybrid search without ``pip install "gitmem-vault[embed]"``)."""
+
+    code = "not_installed"
+    exit_code = 2
 
 
 class SyncError(GitmemError):

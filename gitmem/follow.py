@@ -43,6 +43,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import InvalidInput, InvalidMetadata, StorageError
+from .vectors import EmbedWorker, start_embed_worker
 from .watcher import Watcher, auto_commit_setting
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,14 +106,18 @@ class Follower:
         self._lock = threading.Lock()
         self._last_poll = 0.0
         self._stopped = False
+        self.embedder: EmbedWorker | None = None
 
     # ------------------------------------------------------------ lifecycle
     def start(self, *, background: bool = False) -> "Follower":
         """Begin following.  ``background``: start the watcher (which first
         rescans the vault and opens the search index) in a thread and return
-        at once, so a server can answer its first request meanwhile."""
+        at once, so a server can answer its first request meanwhile.  With the
+        ``embed`` extra installed, new memories' vectors are also computed in a
+        background thread (:class:`~gitmem.vectors.EmbedWorker`)."""
         if self.requested == "off":
             return self
+        self.embedder = start_embed_worker(self.vault, self._log)
         if self.requested == "poll":
             self.mode = "poll"
             return self
@@ -164,6 +169,9 @@ class Follower:
             watcher, self.watcher = self.watcher, None
         if watcher is not None:
             watcher.stop()
+        if self.embedder is not None:
+            self.embedder.stop()
+            self.embedder = None
         if self.mode != "off":
             self.mode = "stopped"
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from dulwich.repo import Repo
 from . import safefs
 from .config import Identity
 from .errors import Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
+from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport
 from .recovery import PendingObjects, begin_write, drop_objects, end_write, index_writing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,6 +120,7 @@ class GitStore:
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its tree sha
         # path -> (blob sha, stat) written by us and not yet in .git/index
         self._pending_index: dict[bytes, tuple[bytes, os.stat_result] | None] = {}
+        self._housekeeping = threading.Lock()  # one housekeeping run per process at a time
 
     @classmethod
     def init(cls, root: Path) -> "GitStore":
@@ -351,8 +354,10 @@ class GitStore:
             applied = iter(self._apply_to_worktree([c for c, w in zip(changes, writes) if w], generated,
                                                    expected or {}))
         except (StorageError, Conflict):  # the files were put back: this write did not happen
-            end_write(self)
+            # Objects first, then the journal: housekeeping leaves the objects the
+            # journal names loose, so none of these can end up in a pack.
             drop_objects(self, new_ids)  # stored for nothing: no ref will ever reach them
+            end_write(self)
             raise
         # One (path, old bytes, new stat) per change, in order (_queue_index zips them).
         backups = [next(applied) if w else
@@ -559,8 +564,10 @@ class GitStore:
         try:
             index = self.repo.open_index()
             head = self.head()
+            # Many entries (a bulk import): read HEAD's tree once rather than walk it per path.
+            files = self.list_tree(head) if head and len(pending) > 256 else None
             for path, value in pending.items():
-                value = self._still_current(head, path, value)
+                value = self._still_current(head, path, value, files)
                 if value is None:
                     if path in index:
                         del index[path]
@@ -578,11 +585,16 @@ class GitStore:
         return not self._pending_index
 
     def _still_current(self, head: bytes | None, path: bytes,
-                       value: tuple[bytes, os.stat_result] | None) -> tuple[bytes, os.stat_result] | None:
+                       value: tuple[bytes, os.stat_result] | None,
+                       files: Mapping[str, bytes] | None = None) -> tuple[bytes, os.stat_result] | None:
         """A pending index entry, corrected if another process has committed the path
         since (MEMORY.md is rewritten by every writer): HEAD's blob, with the file's
-        stat only when the file holds exactly that blob (else git re-reads it)."""
-        current = self.blob_sha_at(head, path.decode("utf-8")) if head else None
+        stat only when the file holds exactly that blob (else git re-reads it).
+        ``files`` is HEAD's tree as :meth:`list_tree` gives it, when already read."""
+        if files is not None:
+            current = files.get(path.decode("utf-8", "surrogateescape"))
+        else:
+            current = self.blob_sha_at(head, path.decode("utf-8")) if head else None
         if current == (value[0] if value else None):
             return value
         if current is None:
@@ -606,20 +618,29 @@ class GitStore:
         except OSError:
             return 0
 
-    def pack_if_needed(self, threshold: int = 1500) -> int:
-        """Pack loose objects once there are about ``threshold`` of them.
+    def housekeep(self, *, threshold: int = LOOSE_THRESHOLD, force: bool = False,
+                  closing: bool = False) -> HousekeepingReport | None:
+        """Pack loose objects with deltas and merge packs, when there is enough to do
+        (see :mod:`gitmem.housekeeping`); None when there was nothing to do.
+        ``closing``: the process is done with the vault, pack from fewer loose objects.
 
-        Each commit adds ~6 loose objects (4 KiB of disk each); left alone,
-        git's ``gc.auto`` (6,700) would start a background gc in the user's
-        shell.  The pack is fsynced before the loose copies are removed.
-        Returns the number of objects packed (caller holds the vault lock).
+        Runs in the calling thread WITHOUT the vault lock, which it takes only for
+        milliseconds to move a finished pack in: the caller must not hold it.  Other
+        threads of this process wait for a run under way instead of starting their own.
         """
-        if self.loose_objects_estimate() < threshold:
-            return 0
-        try:
-            return int(self.repo.object_store.pack_loose_objects())
-        except OSError:
-            return 0  # e.g. a concurrent `git gc` packed them first: nothing is lost
+        keeper = Housekeeper(self.git_dir, threshold=min(threshold, EXIT_THRESHOLD) if closing else threshold)
+        with self._housekeeping:
+            if not force and not keeper.needed():
+                return None
+            return keeper.run(force=force)
+
+    def pack_if_needed(self, threshold: int = LOOSE_THRESHOLD) -> int:
+        """Pack loose objects once there are ``threshold`` of them (any, with 0): each
+        commit adds ~6 of 4 KiB of disk each, and git's ``gc.auto`` would otherwise start
+        a gc in the user's shell.  Returns how many were packed.  Caller must not hold
+        the vault lock (see :meth:`housekeep`)."""
+        report = self.housekeep(threshold=threshold, force=threshold <= 0)
+        return report.packed if report is not None else 0
 
     def repair_index(self) -> list[str]:
         """Make ``.git/index`` match HEAD for every file whose content matches HEAD.

@@ -22,16 +22,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .catalog import all_tags, id_from_blob
-from .errors import InvalidInput
+from .errors import InvalidInput, NotInstalled
 from . import safefs
 from .gitstore import FileChange, blob_id
 from .markdown import memory_links
 from .schema import path_id
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .as_of import AsOfSearch
     from .schema import Memory
     from .search import IndexDoc, SearchIndex, SearchPage
     from .vault import Vault
+    from .vectors import VectorStore
 
 __all__ = ["IndexMixin", "RefreshReport"]
 
@@ -55,6 +57,8 @@ class IndexMixin:
     """Search-index methods of the Vault."""
 
     _search_index: "SearchIndex | None" = None
+    _as_of: "AsOfSearch | None" = None
+    _vector_store: "VectorStore | None" = None
 
     # ------------------------------------------------------------- the index
     @property
@@ -72,7 +76,18 @@ class IndexMixin:
                         self._catch_up(index)
         return self._search_index
 
-    def _doc(self: "Vault", memory: "Memory", blob_hash: str) -> "IndexDoc":
+    @property
+    def as_of_search(self: "Vault") -> "AsOfSearch":
+        """Searches of the vault as it was at a commit or date (``.git/gitmem/versions``)."""
+        if self._as_of is None:
+            from .as_of import AsOfSearch
+            self._as_of = AsOfSearch(self.git, self.state_dir / "versions", self.config.tiers,
+                                     self.memory_from_bytes, self._doc)
+        return self._as_of
+
+    def _doc(self: "Vault", memory: "Memory", blob_hash: str, context: str | None = None) -> "IndexDoc":
+        """What the search index stores of a memory; ``context`` (what it answers or
+        continues) is read from the files when not given."""
         from .search import IndexDoc
         meta = memory.meta
         links = list(dict.fromkeys(target for target, _ in memory_links(meta, memory.body)))
@@ -84,7 +99,33 @@ class IndexMixin:
             scope=_opt(meta.get("scope")), agent=_opt(meta.get("agent")),
             entities=[str(e) for e in meta.get("entities", [])] if isinstance(meta.get("entities"), list) else [],
             links=links, importance=memory.importance if isinstance(meta.get("importance", 3), int) else 3,
-            created=_opt(meta.get("created")), updated=_opt(meta.get("updated")), source=_opt(meta.get("source")))
+            created=_opt(meta.get("created")), updated=_opt(meta.get("updated")), source=_opt(meta.get("source")),
+            context=self._context_of(meta) if context is None else context,
+            follows=_opt(meta.get("follows")))
+
+    def _context_of(self: "Vault", meta: Mapping[str, Any]) -> str:
+        """A memory's indexed context: its ``context`` field, then the title and text of
+        the memory it ``follows`` (read from the files; empty when that one is gone)."""
+        from .search_doc import context_text
+        own, follows = _opt(meta.get("context")), _opt(meta.get("follows"))
+        for row in self.catalog.by_id(follows) if follows else ():
+            try:
+                data = safefs.read_or_none(self.root, row.path)
+            except PermissionError:
+                continue
+            if data is not None:
+                before = self._read_file(row.path, data)
+                return context_text(own, before.title, before.body)
+        return own or ""
+
+    def _with_followers(self: "Vault", index: "SearchIndex",
+                        docs: list["IndexDoc"]) -> list["IndexDoc"]:
+        """``docs`` and the documents of the memories that follow one of them: their
+        context holds the text of the memory they follow, so they are re-indexed with it
+        (one index lookup per write; a follower is re-read only when it exists)."""
+        paths = {d.path for d in docs}
+        more = [p for p in index.followers({d.id for d in docs if d.id}) if p not in paths]
+        return docs + list(self._docs_for(more)) if more else docs
 
     def _docs_for(self: "Vault", paths: Iterable[str]) -> Iterator["IndexDoc"]:
         for path in paths:
@@ -114,7 +155,7 @@ class IndexMixin:
         if report.removed:
             index.delete(report.removed)
         if report.indexed:
-            index.upsert(list(self._docs_for(report.indexed)))
+            index.upsert(self._with_followers(index, list(self._docs_for(report.indexed))))
         head = self.git.head()
         index.set_state("commit", head.decode() if head else "")
         return report
@@ -136,8 +177,8 @@ class IndexMixin:
         if removed:
             index.delete(list(removed))
         if written:
-            index.upsert([self._doc(memory, blob_hash) for memory, blob_hash in written.values()],
-                         new=set(new))
+            docs = [self._doc(memory, blob_hash) for memory, blob_hash in written.values()]
+            index.upsert(self._with_followers(index, docs), new=set(new))
 
     # ----------------------------------------------------------- front doors
     def refresh(self: "Vault", paths: Iterable[str] | None = None) -> RefreshReport:
@@ -161,7 +202,7 @@ class IndexMixin:
                 if report.removed:
                     index.delete(report.removed)
                 if report.indexed:
-                    index.upsert(list(self._docs_for(report.indexed)))
+                    index.upsert(self._with_followers(index, list(self._docs_for(report.indexed))))
             for path in report.indexed:
                 row = self.catalog.row(path)
                 if row is not None and row.problem:
@@ -177,7 +218,9 @@ class IndexMixin:
             return self._rebuild(index, progress)
 
     def search(self: "Vault", query: str, *, limit: int = 10, offset: int = 0,
-               include_inactive: bool = False, **filters: str | Sequence[str] | None) -> "SearchPage":
+               include_inactive: bool = False, as_of: str | None = None,
+               progress: Callable[[int, int], None] | None = None, hybrid: bool | None = None,
+               **filters: str | Sequence[str] | None) -> "SearchPage":
         """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters).
 
         ``filters``: ``tier``, ``type``, ``tag``, ``scope``, ``agent``,
@@ -186,6 +229,17 @@ class IndexMixin:
         a list value means any of them.  Archived, deleted and superseded
         memories are left out unless ``include_inactive`` or a ``status``
         filter asks for them.
+
+        ``as_of`` searches the vault as it was at a commit (``HEAD~N``, a commit
+        id) or a date (ISO 8601; a bare date means the end of that day), ranked
+        as a fresh vault of that commit would rank it; the page and its hits
+        carry that ``commit``.  The first such search indexes the vault's
+        history once (``progress(done, total)`` counts versions).
+
+        ``hybrid``: None (default) ranks plain-language queries with the memories'
+        embedding vectors too when the ``embed`` extra is installed and vectors
+        exist (``gitmem embed``; ``mode="hybrid"``); False is lexical only; True
+        asks for hybrid and fails with ``not_installed`` without the extra.
         """
         if not isinstance(query, str):
             raise InvalidInput("query must be text")
@@ -198,14 +252,39 @@ class IndexMixin:
             raise InvalidInput(f"unknown search filter(s): {', '.join(unknown)}",
                                hint=f"Filters: {', '.join(_FILTER_KEYS)}")
         clean: Mapping[str, str | Sequence[str]] = {k: v for k, v in filters.items() if v not in (None, "", [], ())}
-        page = self.index.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
-                                 filters=clean or None)
+        if as_of is not None:   # the past is not a retrieval of today's memories: none counted
+            return self.as_of_search.search(query, as_of, limit=limit, offset=offset,
+                                            include_inactive=include_inactive,
+                                            filters=clean or None, progress=progress)
+        store = self._vectors_for_search(hybrid)
+        if store is not None:
+            from .embedding import get_embedder
+            from .hybrid import hybrid_search
+            page = hybrid_search(self.index, store, get_embedder(), query, limit=limit, offset=offset,
+                                 include_inactive=include_inactive, filters=clean or None)
+        else:
+            page = self.index.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
+                                     filters=clean or None)
         if page.hits:
             # Retrievals reinforce memories at the next reflect; counted outside the
             # tracked tree so reading never makes a commit.
             with self.lock.threads(), self.catalog.transaction():   # one transaction per search
                 self.catalog.add_retrievals([h.id for h in page.hits], int(self.clock().timestamp()))
         return page
+
+    def _vectors_for_search(self: "Vault", hybrid: bool | None) -> "VectorStore | None":
+        """The vector store when a search should be hybrid (see :meth:`search`), else None."""
+        if hybrid is False:
+            return None
+        from .embedding import INSTALL_HINT, available
+        if not available():
+            if hybrid:
+                raise NotInstalled("hybrid search needs the embed extra", hint=INSTALL_HINT)
+            return None
+        if self._vector_store is None:
+            from .vectors import VectorStore, vector_dir
+            self._vector_store = VectorStore(vector_dir(self))
+        return self._vector_store if self._vector_store.exists() else None
 
     # ------------------------------------------------------- outside edits
     def outside_changes(self: "Vault", paths: Iterable[str] | None = None) -> list[FileChange]:

@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 
 from .errors import LockTimeout, VaultClosed
 
-__all__ = ["VaultLock"]
+__all__ = ["VaultLock", "try_flock"]
 
 
 class VaultLock:
@@ -99,3 +99,26 @@ class VaultLock:
     def held(self) -> bool:
         """True while this process (any thread) holds the lock."""
         return self._depth > 0
+
+
+@contextmanager
+def try_flock(path: Path, timeout: float) -> Iterator[bool]:
+    """``flock`` the file ``path`` for a ``with`` block, waiting at most ``timeout`` seconds.
+
+    Yields True when taken, False when another holder kept it past ``timeout``
+    (the block then runs without it and must do nothing that needs it).  Each
+    call opens its own file descriptor, so this excludes the other threads of
+    this process too, including one holding the same file through a
+    :class:`VaultLock`; a thread that already holds such a lock must not call it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), thread_local=False, preserve_lock_file=True, fallback_to_soft=False)
+    try:
+        lock.acquire(timeout=timeout, poll_interval=0.002)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()

@@ -85,11 +85,18 @@ def build_server(toolbox: "Toolbox", before_call: Callable[[], None] | None = No
     async def list_tools(_ctx: Any, _params: Any) -> Any:
         return types.ListToolsResult(tools=listed)
 
+    # One conversation (a shared source, each memory following the one before it) per
+    # HTTP client session; the stdio client, and HTTP clients without a session id, share
+    # the server's own.
+    toolbox.begin_session("mcp")
+
     async def call_tool(_ctx: Any, params: Any) -> Any:
+        client = _client_session(_ctx)
+
         def run() -> Any:
             if before_call is not None:
                 before_call()
-            return toolbox.call(params.name, params.arguments or {})
+            return toolbox.call(params.name, params.arguments or {}, session=client)
 
         result = await anyio.to_thread.run_sync(run)
         text, is_error = render_result(result, toolbox.profile)
@@ -100,6 +107,13 @@ def build_server(toolbox: "Toolbox", before_call: Callable[[], None] | None = No
     info = server_info(toolbox.profile)
     return Server(info["name"], version=info["version"], title=info["title"],
                   instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _client_session(ctx: Any) -> str | None:
+    """The MCP session id an HTTP client sends (``Mcp-Session-Id``), if any."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    value = headers.get("mcp-session-id") if headers is not None else None
+    return value if isinstance(value, str) and value else None
 
 
 async def _run_stdio(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:

@@ -175,6 +175,9 @@ class StdioServer:
             if key in params and not isinstance(params[key], dict):
                 raise _RpcError(INVALID_PARAMS, "Invalid request parameters", f"{key} must be an object")
         self.initialized = True
+        # One stdio connection is one session: its memories share a source and each
+        # follows the one written before it.
+        self.toolbox.begin_session("mcp")
         return {"protocolVersion": negotiate_version(requested),
                 "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": server_info(self.toolbox.profile),

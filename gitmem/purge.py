@@ -75,6 +75,7 @@ from .gitstore import blob_id
 from .markdown import decode, parse_text
 from .memory_index import MEMORY_INDEX, render_index
 from .recovery import PendingObjects, needs_recovery, recover
+from .vectors import forget_removed
 
 if TYPE_CHECKING:  # pragma: no cover
     from .vault import Vault
@@ -750,6 +751,10 @@ def _rebuild_caches(vault: "Vault") -> None:
     vault.catalog.db.execute("VACUUM")
     vault.catalog.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     vault.reindex()
+    forget_removed(vault)       # vectors of the purged memory's text
+    vault.as_of_search.drop()   # the history it indexed holds the purged text
+    from .view import DEFAULT_PAGE
+    (vault.state_dir / DEFAULT_PAGE).unlink(missing_ok=True)   # so does the default view page
     if vault._search_index is not None:  # noqa: SLF001 - compact: no deleted document kept on disk
         vault._search_index.optimize()  # noqa: SLF001
 

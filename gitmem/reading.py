@@ -13,7 +13,7 @@ import stat
 from typing import TYPE_CHECKING, Any, Iterable
 
 from . import safefs
-from .catalog import FileRow
+from .catalog import FileRow, all_tags, tag_key
 from .gitstore import blob_id
 from .errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
 from .markdown import ParsedFile, decode, parse_text, wikilink_target
@@ -76,19 +76,19 @@ class ReadMixin:
 
     def _read_parsed(self: "Vault", path: str, data: bytes | None = None) -> tuple[Memory, "ParsedFile"]:
         """:meth:`_read_file` plus the parsed file (raw frontmatter blocks, for rewriting)."""
-        problems: list[str] = []
         if data is None:
             data = safefs.read_bytes(self.root, path)
-        try:
-            text = decode(data)
-        except InvalidContent as exc:
-            text, problems = data.decode("utf-8", "replace").replace("\x00", ""), [exc.message]
-        parsed = parse_text(text)
-        if parsed.problem:
-            problems.append(parsed.problem)
+        parsed, problems = _parse(data)
         meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers,
                       inherited_id=self._inherited_id(path, parsed.meta))
         return Memory(path, meta, parsed.body, problems), parsed
+
+    def memory_from_bytes(self: "Vault", path: str, data: bytes) -> Memory:
+        """A memory file's bytes (from any commit) read as a fresh vault reads them: no
+        id is inherited from a name the file had before (unlike a file on disk)."""
+        parsed, problems = _parse(data)
+        return Memory(path, derive(path, parsed.meta, parsed.body, tiers=self.config.tiers),
+                      parsed.body, problems)
 
     def _inherited_id(self: "Vault", path: str, meta: dict[str, Any]) -> str | None:
         """The id a file without an ``id:`` keeps from the name it had before a person
@@ -245,33 +245,52 @@ class ReadMixin:
 
     def list(self: "Vault", *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
              tags: str | Iterable[str] | None = None, status: str | Iterable[str] | None = "active",
-             scope: str | None = None, agent: str | None = None, limit: int | None = None) -> list[Memory]:
+             scope: str | None = None, agent: str | None = None, limit: int | None = None,
+             as_of: str | None = None) -> list[Memory]:
         """Memories matching every given filter, newest ``updated`` first.
 
         ``status`` defaults to ``"active"``; pass ``None`` for every status.
         ``tags`` matches memories carrying all the given tags.  Bodies are not
-        loaded (``body`` is ""); use :meth:`get` for the full memory.
+        loaded (``body`` is ""); use :meth:`get` for the full memory.  ``as_of``
+        lists the memories of the vault as it was at a commit or date (see
+        :meth:`search`).
         """
-        self.scan()
         want = {k: _as_set(v) for k, v in (("tier", tier), ("type", type), ("status", status),
                                             ("scope", scope), ("agent", agent)) if v is not None}
         for key in ("tier", "type", "status", "scope"):
             for value in want.get(key, ()):
                 clean_metadata({key: value}, tiers=self.config.tiers)  # raises on unknown values
-        need_tags = _as_set(tags) if tags else set()
-        # Tags as Obsidian counts them: frontmatter and inline #tags, any case, "#" optional.
-        tagged = self.catalog.paths_with_tags(need_tags) if need_tags else set()
-        out: list[Memory] = []
-        for row in self.catalog.all_rows():
-            meta = {"id": row.id, **row.meta}
-            if any(str(meta.get(k, "active" if k == "status" else "")) not in v for k, v in want.items()):
-                continue
-            if need_tags and row.path not in tagged:
-                continue
-            out.append(Memory(row.path, meta, "", [row.problem] if row.problem else []))
+        need_tags = {tag_key(t) for t in _as_set(tags)} if tags else set()
+        entries: Iterable[Memory]
+        if as_of is None:
+            self.scan()
+            # Tags as Obsidian counts them: frontmatter and inline #tags, any case, "#" optional.
+            tagged = self.catalog.paths_with_tags(need_tags) if need_tags else set()
+            entries = (Memory(row.path, {"id": row.id, **row.meta}, "", [row.problem] if row.problem else [])
+                       for row in self.catalog.all_rows() if not need_tags or row.path in tagged)
+        else:
+            _, files = self.as_of_search.memory_files(as_of)
+            entries = (Memory(m.path, m.meta, "", m.problems) for m in
+                       (self.memory_from_bytes(path, data) for path, data in files)
+                       if need_tags <= {tag_key(t) for t in all_tags(m.meta, m.body)})
+        out = [m for m in entries
+               if not any(str(m.meta.get(k, "active" if k == "status" else "")) not in v
+                          for k, v in want.items())]
         out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)
         return out[:limit] if limit else out
 
+
+def _parse(data: bytes) -> tuple["ParsedFile", list[str]]:
+    """A memory file's bytes parsed, with the problems found (bad UTF-8, bad YAML)."""
+    problems: list[str] = []
+    try:
+        text = decode(data)
+    except InvalidContent as exc:
+        text, problems = data.decode("utf-8", "replace").replace("\x00", ""), [exc.message]
+    parsed = parse_text(text)
+    if parsed.problem:
+        problems.append(parsed.problem)
+    return parsed, problems
 
 
 def _as_set(value: str | Iterable[str]) -> set[str]:

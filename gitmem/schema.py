@@ -23,14 +23,14 @@ __all__ = [
     "FIELD_ORDER", "MEMORY_TYPES", "STATUSES", "SCOPES", "RELATIONS", "DEFAULT_TIERS",
     "Memory", "new_id", "path_id", "iso_now", "normalize_timestamp", "clean_metadata",
     "derive", "validate_title", "MetadataProblem", "sanitize_metadata", "safe_text", "safe_value",
-    "has_surrogate", "REPLACEMENT_CHAR", "MAX_RETRIEVALS",
+    "has_surrogate", "REPLACEMENT_CHAR", "MAX_RETRIEVALS", "MAX_CONTEXT_CHARS",
 ]
 
 #: Frontmatter keys in the order gitmem writes them.
 FIELD_ORDER: tuple[str, ...] = (
     "id", "title", "type", "tier", "status", "tags", "aliases", "created", "updated",
     "expires", "importance", "confidence", "strength", "scope", "agent", "entities",
-    "related", "supersedes", "superseded_by", "summary", "source",
+    "related", "supersedes", "superseded_by", "summary", "source", "follows", "context",
     "archived_from", "archived_into", "merged_into", "external_write_id", "retrievals",
     "reinforced",
 )
@@ -51,8 +51,11 @@ _LIST_FIELDS = ("tags", "aliases", "entities")
 _INT_FIELDS = ("importance", "confidence")
 _TIME_FIELDS = ("created", "updated", "expires", "reinforced")
 _TEXT_FIELDS = ("title", "summary", "source", "agent", "supersedes", "superseded_by",
-                "archived_from", "archived_into", "merged_into", "external_write_id")
+                "archived_from", "archived_into", "merged_into", "external_write_id",
+                "follows", "context")
 MAX_TITLE_CHARS = 200
+#: Longest ``context`` (what a memory answers or continues: a short line, not a copy).
+MAX_CONTEXT_CHARS = 500
 #: Largest ``retrievals`` count: the largest integer every JSON reader holds exactly.
 MAX_RETRIEVALS = 2 ** 53 - 1
 #: What a lone surrogate in a file's metadata is read as (it cannot be encoded as UTF-8).
@@ -373,6 +376,14 @@ def _clean_field(key: str, value: Any, tiers: tuple[str, ...]) -> Any:
             raise InvalidMetadata(f"{key} contains control characters", field=key)
         if has_surrogate(value):
             raise InvalidMetadata(f"{key} contains a lone surrogate", field=key)
+        if key == "context" and len(value) > MAX_CONTEXT_CHARS:
+            raise InvalidMetadata(f"context is {len(value)} characters; the limit is "
+                                  f"{MAX_CONTEXT_CHARS}", field=key,
+                                  hint="Say in a line what the memory answers; link the "
+                                       "memory it continues with 'follows' instead.")
+        if key == "follows" and (" " in value or len(value) > MAX_TITLE_CHARS):
+            raise InvalidMetadata(f"follows must be the id of a memory, got {_show(value)}",
+                                  field=key)
         return value
     # Unknown fields and ``id``: any YAML value, as long as it can be written and read back.
     issues: set[str] = set()
@@ -486,6 +497,10 @@ def _fallback(key: str, value: Any) -> Any:
             return None
         if key == "title" and len(text) > MAX_TITLE_CHARS:
             text = text[: MAX_TITLE_CHARS - 1].rstrip() + "\u2026"
+        if key == "context" and len(text) > MAX_CONTEXT_CHARS:
+            text = text[: MAX_CONTEXT_CHARS - 1].rstrip() + "\u2026"
+        if key == "follows" and (" " in text or len(text) > MAX_TITLE_CHARS):
+            return None     # not an id: no link
         return text
     return None  # vocabularies, numbers, times: the default applies
 

@@ -5,18 +5,19 @@ stamping and recreating the index, writing and merging segments, metadata filter
 vault feeds it :class:`IndexDoc` objects and asks :meth:`SearchIndex.search`; the query
 language is parsed (and documented) in :mod:`gitmem.search_query`, queries are evaluated
 and ranked from the postings in :mod:`gitmem.search_rank`, and snippets are cut in
-:mod:`gitmem.search_snippet` (none of them imports Whoosh).  Unknown ``field:value`` is an
-error, on purpose.
+:mod:`gitmem.search_snippet` (none of them imports Whoosh).  Plain text never fails: what
+is not valid syntax is read as text (:func:`gitmem.search_query.parse_query`).
 
 Ranking (each piece measured with ``bench/retrieval.py``): one positional ``text`` field
-holds title, tags/entities, author and body, title and tag words weighing double (true
-BM25F, ``B=0.25``, Porter2 stemming); the month and year of ``created`` add to the score
-of documents the words matched; the group prior and the all-words-first order of natural
-queries are in :mod:`gitmem.search_rank`.
+holds title, tags/entities, author, body and context (the text of the memory it follows,
+low weight), tag words weighing double (true BM25F, ``B=0.25``, Porter2 stemming); the
+month and year of ``created`` add to the score of documents the words matched; the group
+prior and the natural-query policy are in :mod:`gitmem.search_rank`.
 
 Statuses archived, deleted and superseded are hidden unless ``include_inactive`` or an
-explicit ``status:`` filter.  Whoosh's exceptions never leave this module: bad syntax is
-:class:`InvalidQuery`, anything else :class:`StorageError`.
+explicit ``status:`` filter.  Whoosh's exceptions never leave this module: a bad
+``filters=`` argument or paging value is :class:`InvalidQuery`, anything else
+:class:`StorageError`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import heapq
 import threading
 import time
 import warnings
@@ -49,16 +51,18 @@ from whoosh.writing import CLEAR, OPTIMIZE
 from gitmem import search_query as sq
 from gitmem.errors import InvalidQuery, StorageError
 from gitmem.search_rank import PREFIX_EXPANSION_LIMIT, Ranker, blocks, hit
+from gitmem.search_rank import TEXT as TEXT_FIELD
 from gitmem.search_doc import (IndexDoc, index_fields, merge_group, read_json, whoosh_version,
                                write_json_atomic)
 from gitmem.search_snippet import WORD_PATTERN, Snippeter
 from gitmem.search_query import SearchConfig, SearchHit, SearchPage   # part of this API
 
-__all__ = ["IndexDoc", "SearchHit", "SearchPage", "SearchIndex", "SearchConfig",
+__all__ = ["IndexDoc", "SearchHit", "SearchPage", "SearchIndex", "SearchConfig", "VersionIndex",
+           "version_key",
            "PREFIX_EXPANSION_LIMIT", "INACTIVE_STATUSES"]
 
 INACTIVE_STATUSES = ("archived", "deleted", "superseded")
-SCHEMA_VERSION = 6                   # bump when the schema or the analysis changes
+SCHEMA_VERSION = 7                   # bump when the schema or the analysis changes
 _INDEX_NAME = "MAIN"
 _STAMP, _STATE = "gitmem-stamp.json", "gitmem-state.json"
 
@@ -144,20 +148,25 @@ class _LeafMatcher(W3LeafMatcher):
 
 class _FieldWriter(W3FieldWriter):
     def add_postings(self, schema: Any, lengths: Any, items: Any) -> None:
-        # Whoosh looks up a document's field length once per posting (~10 us each): a
-        # write's segment is one document, so remembering the last answer saves most.
-        super().add_postings(schema, _LastLength(lengths) if lengths else lengths, items)
+        # Whoosh looks up a document's field length once per posting, and each lookup
+        # checks that the length column's file exists (a stat, ~7 us): remembered here,
+        # a reindex spends its time indexing rather than in stat calls.
+        super().add_postings(schema, _KnownLengths(lengths) if lengths else lengths, items)
 
 
-class _LastLength:
+class _KnownLengths:
     def __init__(self, lengths: Any) -> None:
-        self._lengths, self._key, self._value = lengths, None, 0
+        self._lengths: Any = lengths
+        self._known: dict[str, dict[int, int]] = {}
 
     def doc_field_length(self, docnum: int, fieldname: str, default: int = 0) -> int:
-        if (docnum, fieldname) != self._key:
-            self._key = (docnum, fieldname)
-            self._value = self._lengths.doc_field_length(docnum, fieldname, default)
-        return self._value
+        known = self._known.get(fieldname)
+        if known is None:
+            known = self._known[fieldname] = {}
+        value = known.get(docnum)
+        if value is None:
+            value = known[docnum] = self._lengths.doc_field_length(docnum, fieldname, default)
+        return value
 
 
 class _Codec(W3Codec):
@@ -272,9 +281,10 @@ class _WeightedText(TEXT):
             yield term.encode("utf-8"), len(plist), weights[term], self.format.encode(plist)
 
 
-def _schema(cfg: SearchConfig, an: _Analysis) -> Schema:
+def _schema(cfg: SearchConfig, an: _Analysis, versions: bool = False) -> Schema:
     fields: dict[str, Any] = dict(
-        path=ID(stored=True, unique=True, sortable=True), hash=COLUMN(VarBytesColumn()),
+        # (a versions index holds several versions of a path: not unique there)
+        path=ID(stored=True, unique=not versions, sortable=True), hash=COLUMN(VarBytesColumn()),
         id=ID(stored=True), title=STORED(), body=STORED(),
         text=_WeightedText(analyzer=an.text),        # title + tags + agent + body, weighted
         words=KEYWORD(),                              # unstemmed vocabulary: prefix, spelling
@@ -283,9 +293,13 @@ def _schema(cfg: SearchConfig, an: _Analysis) -> Schema:
         entities=KEYWORD(lowercase=True, commas=True), links=KEYWORD(lowercase=True, commas=True),
         type=ID(stored=True), tier=ID(stored=True), status=ID(stored=True), scope=ID(),
         agent=ID(), source=ID(sortable=True), importance=NUMERIC(int, stored=True),
+        context=STORED(), follows=ID(),              # context text (snippets); followed id
         created=NUMERIC(int, bits=64, signed=True),
         updated=NUMERIC(int, bits=64, signed=True), updated_iso=STORED(),
         recency=COLUMN(NumericColumn("q")))                 # updated or created, for listings
+    if versions:
+        fields.update(since=COLUMN(NumericColumn("q")),     # first commit (number) holding it
+                      textlen=COLUMN(NumericColumn("I")))   # exact length of ``text``
     return Schema(**fields)
 
 
@@ -294,19 +308,20 @@ class SearchIndex:
 
     WRITE_TIMEOUT = 10.0      # seconds to wait for the index write lock
     MERGE_FACTOR = 20         # a commit merges a size tier once it holds this many segments
+    VERSIONS = False          # True: documents are versions of memories (VersionIndex)
 
     def __init__(self, directory: str | Path, *, config: SearchConfig | None = None) -> None:
         self.cfg = config or SearchConfig()
         self.dir = Path(directory)
         self._lock = threading.RLock()
         self._an = _Analysis(self.cfg)
-        self._schema = _schema(self.cfg, self._an)
+        self._schema = _schema(self.cfg, self._an, self.VERSIONS)
         self._weighting = scoring.BM25F(B=self.cfg.b, K1=self.cfg.k1, when_B=0.0)
         self._searcher: Any = None
         self._rank = Ranker(self.cfg, self._an)
         self._memo: dict[Any, Any] = {}      # per-searcher results (live docs, hidden docs)
         self.needs_rebuild = False
-        schema = f"{SCHEMA_VERSION}:{self.cfg.schema_key()}".encode()
+        schema = f"{SCHEMA_VERSION}:{self.cfg.schema_key()}{':versions' if self.VERSIONS else ''}".encode()
         self._stamp = {"distribution": "whoosh-reloaded", "version": whoosh_version(),
                        "schema": hashlib.sha256(schema).hexdigest()[:16]}
         try:
@@ -533,6 +548,16 @@ class SearchIndex:
             paths, hashes = r.column_reader("path"), r.column_reader("hash")
             return {paths[n]: hashes[n].decode() for n in r.all_doc_ids()}
 
+    def followers(self, ids: Collection[str]) -> list[str]:
+        """Paths of the documents whose ``follows`` names one of ``ids`` (their context
+        holds those memories' text)."""
+        if not ids:
+            return []
+        with self._lock:
+            s = self._refresh()
+            docs = self._docs(s, _or([wq.Term("follows", i.lower()) for i in set(ids)]))
+            return sorted(s.stored_fields(d)["path"] for d in docs)
+
     def get_state(self, key: str) -> str | None:
         value = (read_json(self.dir / _STATE) or {}).get(key)
         return value if isinstance(value, str) else None
@@ -585,14 +610,22 @@ class SearchIndex:
     def search(self, query: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False,
                filters: Mapping[str, str | Sequence[str]] | None = None) -> SearchPage:
-        """Run a query (syntax: :mod:`gitmem.search_query`); InvalidQuery on bad syntax."""
+        """Run a query (syntax: :mod:`gitmem.search_query`; text that is not valid syntax is
+        read as text); InvalidQuery only for a bad ``filters`` entry or negative paging."""
+        return self._run(query, limit, offset, include_inactive, filters, None)
+
+    def _run(self, query: str, limit: int, offset: int, include_inactive: bool,
+             filters: Mapping[str, str | Sequence[str]] | None,
+             snap: "Callable[[Any], _Snapshot] | None") -> SearchPage:
+        """:meth:`search`, over the snapshot ``snap(searcher)`` gives when set."""
         if limit < 0 or offset < 0:
             raise InvalidQuery("limit and offset must not be negative")
         pq = sq.parse_query(query or "")
         pq.add_filters(filters)
         with self._lock:
             try:
-                return self._search(pq, query or "", limit, offset, include_inactive)
+                return self._search(pq, query or "", limit, offset, include_inactive,
+                                    None if snap is None else snap(self._refresh()))
             except (InvalidQuery, StorageError):
                 raise
             except Exception as exc:  # noqa: BLE001 - e.g. a segment file vanished or broke
@@ -603,26 +636,34 @@ class SearchIndex:
                 raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
 
     def _search(self, pq: sq.ParsedQuery, query: str, limit: int, offset: int,
-                include_inactive: bool) -> SearchPage:
+                include_inactive: bool, snap: "_Snapshot | None" = None) -> SearchPage:
+        """Evaluate a parsed query; with ``snap``, over the snapshot's documents only,
+        scored and ordered as a fresh index of just those documents would."""
         s = self._refresh()
         allow = restrict = None
         if pq.filters:
             allow = self._docs(s, wq.And([self._filter_query(f) for f in pq.filters]))
+        if snap is not None:
+            allow = snap.docs if allow is None else allow & snap.docs
         if not include_inactive and not pq.filters_status:
-            if "hidden" not in self._memo:
-                self._memo["hidden"] = self._docs(
-                    s, _Or([wq.Term("status", x) for x in INACTIVE_STATUSES]))
-            restrict = self._memo["hidden"]
+            restrict = self._hidden(s)
         hl: set[str] = set()
-        want, r = offset + limit, s.reader()
+        want = offset + limit
+        r = s.reader() if snap is None else snap.reader(s.reader())
+        live = (lambda: self._live(s)) if snap is None else (lambda: snap.docs)
         if pq.natural and (pq.words or pq.phrases):
             ranked, total, mode = self._rank.rank_natural(r, pq, hl, allow, restrict, want)
         elif not pq.natural and pq.expr is not None:
             ranked, total, mode = self._rank.rank_syntax(
                 r, pq, hl, allow, restrict, want,
-                lambda n: self._docs(s, self._filter_query(n)), lambda: self._live(s))
+                lambda n: self._docs(s, self._filter_query(n)), live)
         elif allow is not None and not allow:
             ranked, total, mode = [], 0, "filter"
+        elif snap is not None:   # filters only, newest first, ties as in a fresh index
+            found = allow - (restrict or set())
+            recency = s.reader().column_reader("recency")
+            top = heapq.nlargest(want, found, key=lambda d: (recency[d], snap.order[d]))
+            ranked, total, mode = [(d, 0.0) for d in top], len(found), "filter"
         else:   # filters only: newest first
             res = s.search(wq.Every(), limit=max(want, 1), filter=allow, mask=restrict or None,
                            sortedby="recency", reverse=True)
@@ -632,6 +673,39 @@ class SearchIndex:
         hits = [hit(s.stored_fields(dn), sc, snippet) for dn, sc in ranked[offset:want]]
         suggestion = self._rank.suggest(r, pq, query) if total == 0 else None
         return SearchPage(hits, total, suggestion, mode)
+
+    def _hidden(self, s: Any) -> set[int]:
+        """Archived, deleted and superseded documents (kept until the searcher changes)."""
+        if "hidden" not in self._memo:
+            self._memo["hidden"] = self._docs(
+                s, _Or([wq.Term("status", x) for x in INACTIVE_STATUSES]))
+        return self._memo["hidden"]
+
+    def hits_for(self, query: str, paths: Collection[str], *, include_inactive: bool = False,
+                 filters: Mapping[str, str | Sequence[str]] | None = None) -> list[SearchHit]:
+        """Hits (score 0) for those of ``paths`` that pass the query's filters and the
+        inactive-status rule, whether or not they hold its words: candidates another
+        ranking found (hybrid search's vectors), with snippets marking the query's words."""
+        pq = sq.parse_query(query or "")
+        pq.add_filters(filters)
+        if not paths:
+            return []
+        with self._lock:
+            try:
+                s = self._refresh()
+                docs = self._docs(s, _or([wq.Term("path", p) for p in set(paths)]))
+                if pq.filters:
+                    docs &= self._docs(s, wq.And([self._filter_query(f) for f in pq.filters]))
+                if not include_inactive and not pq.filters_status:
+                    docs -= self._hidden(s)
+                snippet = Snippeter({self._an.stem(w) for t in pq.texts() for w in self._an.tokens(t)
+                                     if w not in sq.QUESTION_WORDS}, self._an.key)
+                return [hit(s.stored_fields(d), 0.0, snippet) for d in sorted(docs)]
+            except (InvalidQuery, StorageError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - as in search()
+                self._searcher = None
+                raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
 
     def _docs(self, s: Any, q: Any) -> set[int]:
         """Live documents matching a filter query, read from the postings where possible
@@ -663,3 +737,131 @@ class SearchIndex:
         if "live" not in self._memo:
             self._memo["live"] = set(s.reader().all_doc_ids())
         return self._memo["live"]
+
+
+# --- versions: the vault as of a commit ------------------------------------------------------
+
+
+class _Snapshot:
+    """Some documents of an index, seen as a fresh index of just them would be: the
+    statistics BM25 reads (document count, document frequencies, total text length)
+    count only these documents, and equal scores are ordered by path (a fresh index
+    holds its documents in path order)."""
+
+    def __init__(self, docs: set[int], lengths: Sequence[int], order: Sequence[int]) -> None:
+        self.docs = docs
+        self.total = sum(map(lengths.__getitem__, docs))
+        self.order = order          # document number -> rank of its path (one version per path)
+        self._mask = bytearray(max(docs, default=-1) + 1)
+        for d in docs:
+            self._mask[d] = 1
+
+    def reader(self, r: Any) -> "_SnapshotReader":
+        return _SnapshotReader(r, self)
+
+    def count(self, r: Any, fieldname: str, text: str) -> int:
+        """How many of the snapshot's documents hold the term."""
+        mask, size, n = self._mask, len(self._mask), 0
+        for leaf, base in r.leaf_readers():
+            if leaf.doc_frequency(fieldname, text):
+                for ids, _, _ in blocks(leaf.postings(fieldname, text)):
+                    n += sum(mask[base + i] for i in ids if base + i < size)
+        return n
+
+
+class _SnapshotReader:
+    """A Whoosh reader whose statistics are a :class:`_Snapshot`'s (the ranker's view)."""
+
+    def __init__(self, r: Any, snap: _Snapshot) -> None:
+        self._r, self._snap = r, snap
+        self._df: dict[tuple[str, Any], int] = {}
+        self.order = snap.order                   # ties by path (search_rank.Ranker.top)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._r, name)
+
+    def doc_count_all(self) -> int:
+        return len(self._snap.docs)
+
+    def doc_count(self) -> int:
+        return len(self._snap.docs)
+
+    def field_length(self, fieldname: str) -> int:
+        # Only the text field's average length enters a score (the others have B = 0).
+        return self._snap.total if fieldname == TEXT_FIELD else self._r.field_length(fieldname)
+
+    def doc_frequency(self, fieldname: str, text: Any) -> int:
+        key = (fieldname, text)
+        if key not in self._df:
+            self._df[key] = self._snap.count(self._r, fieldname, text)
+        return self._df[key]
+
+
+class VersionIndex(SearchIndex):
+    """Every version of every memory along a line of commits, each document tagged with
+    the number of the first commit holding it (``since``); a search at commit number
+    ``n`` sees the versions alive then and ranks them as a fresh index of that commit's
+    tree would.  A cache like the main index: rebuilt from git when unusable."""
+
+    VERSIONS = True
+
+    def add_versions(self, docs: Sequence[tuple[IndexDoc, int]]) -> None:
+        """Add versions, each with the number of the first commit holding it."""
+        def work(w: Any) -> None:
+            for d, since in docs:
+                fields = index_fields(d, self._an, self.cfg)
+                fields.update(since=since, textlen=sum(1 for t in fields["text"] if t is not None))
+                w.add_document(**fields)
+
+        if docs:
+            self._commit(work, limitmb=128, small=len(docs) < 50,
+                         mergetype=self._merge_policy(self.MERGE_FACTOR))
+
+    def clear(self) -> None:
+        """Remove every document."""
+        self._commit(lambda w: None, mergetype=CLEAR)
+        self.needs_rebuild = False
+
+    def search_at(self, query: str, at: int, until: Mapping[str, int], token: str, *,
+                  limit: int = 10, offset: int = 0, include_inactive: bool = False,
+                  filters: Mapping[str, str | Sequence[str]] | None = None) -> SearchPage:
+        """Search the versions alive at commit number ``at``: added at or before it
+        (``since <= at``) and not ended by then.  ``until`` maps the key of each ended
+        version (:func:`version_key`) to the number of the commit that changed or removed
+        it; ``token`` names that state (snapshots are cached per token and ``at``)."""
+        def snap(s: Any) -> _Snapshot:
+            key = ("at", at, token)
+            if key not in self._memo:
+                since, paths, lengths, order = self._columns(s)
+                docs = {d for d in range(len(since)) if since[d] <= at
+                        and until.get(version_key(paths[d], since[d]), at + 1) > at}
+                docs.difference_update(self._memo["deleted"])
+                self._memo = {k: v for k, v in self._memo.items()      # older states' snapshots go
+                              if not (isinstance(k, tuple) and k[0] == "at" and k[2] != token)}
+                self._memo[key] = _Snapshot(docs, lengths, order)
+            return self._memo[key]
+        return self._run(query, limit, offset, include_inactive, filters, snap)
+
+
+    def _columns(self, s: Any) -> tuple[list[int], list[str], list[int], list[int]]:
+        """Per document: ``since``, path, text length, and the rank of its path among all
+        paths (kept until the searcher changes)."""
+        if "columns" not in self._memo:
+            r = s.reader()
+            if r.doc_count_all():
+                paths = list(r.column_reader("path"))
+                cols = (list(r.column_reader("since")), paths, list(r.column_reader("textlen")))
+                rank = [0] * len(paths)
+                for i, d in enumerate(sorted(range(len(paths)), key=paths.__getitem__)):
+                    rank[d] = i
+                self._memo["deleted"] = set(range(len(paths))) - set(r.all_doc_ids())
+            else:
+                cols, rank = ([], [], []), []
+                self._memo["deleted"] = set()
+            self._memo["columns"] = (*cols, rank)
+        return self._memo["columns"]
+
+
+def version_key(path: str, since: int) -> str:
+    """The key of one version of a memory in a :class:`VersionIndex`."""
+    return f"{since}:{path}"

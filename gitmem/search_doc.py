@@ -24,7 +24,7 @@ from gitmem.errors import StorageError
 from gitmem.search_query import SearchConfig
 from gitmem.search_rank import Analysis
 
-__all__ = ["IndexDoc", "index_fields", "merge_group", "read_json", "whoosh_version",
+__all__ = ["IndexDoc", "context_text", "index_fields", "merge_group", "read_json", "whoosh_version",
            "write_json_atomic"]
 
 
@@ -48,19 +48,34 @@ class IndexDoc:
     created: str | None = None
     updated: str | None = None
     source: str | None = None
+    #: what the memory answers or continues: its own ``context`` field and the title and
+    #: text of the memory it ``follows`` (indexed with ``SearchConfig.context_weight``)
+    context: str = ""
+    follows: str | None = None          # the id of the memory before it (same source)
+
+
+def context_text(own: str | None, followed_title: str | None = None,
+                 followed_body: str | None = None) -> str:
+    """The context a memory is indexed with: its own ``context`` field, then the title
+    and text of the memory it ``follows`` (what it answers or continues).  A title that
+    merely starts the text (the default title is the first line) is not repeated."""
+    if followed_title and followed_body and followed_body.lstrip().startswith(followed_title.strip()):
+        followed_title = None
+    return "\n".join(t for t in (own, followed_title, followed_body) if t)
 
 
 def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
     """The field values the index stores for a memory (see ``gitmem.search._schema``).
 
     ``text`` is one list of ``(stem, weight)`` per position: title, tags and entities,
-    author, body, each followed by a gap of four ``None`` positions so that no phrase
-    matches across two parts."""
+    author, body, context, each followed by a gap of four ``None`` positions so that no
+    phrase matches across two parts."""
     title, body = an.tokens(d.title or ""), an.tokens(d.body or "")
     meta = an.tokens(" ".join(list(d.tags) + list(d.entities)))
     text: list = []
     for toks, weight in ((title, c.title_weight), (meta, c.meta_weight),
-                         (an.tokens(d.agent or ""), c.agent_weight), (body, 1.0)):
+                         (an.tokens(d.agent or ""), c.agent_weight), (body, 1.0),
+                         (an.tokens(d.context or ""), c.context_weight)):
         if weight:
             text += [(an.stem(t), weight) for t in toks] + [None] * 4
     out: dict[str, Any] = dict(
@@ -69,12 +84,13 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
         words=list(dict.fromkeys(title + body + meta)), taglist=list(d.tags),
         type=_low(d.type) or "memory", tier=_low(d.tier) or "short_term",
         status=_low(d.status) or "active", importance=int(d.importance or 0),
-        updated_iso=d.updated,
+        updated_iso=d.updated, context=d.context or "",
         recency=sq.iso_to_epoch(d.updated) or sq.iso_to_epoch(d.created) or 0)
     for key, val in (("tags", ",".join(t.strip().lower() for t in d.tags)),
                      ("entities", ",".join(e.strip().lower() for e in d.entities)),
                      ("links", ",".join(d.links)), ("scope", _low(d.scope)),
                      ("agent", _low(d.agent)), ("source", _low(d.source)),
+                     ("follows", _low(d.follows)),
                      ("when", sq.month_year(d.created)),
                      ("created", sq.iso_to_epoch(d.created)),
                      ("updated", sq.iso_to_epoch(d.updated))):

@@ -16,15 +16,18 @@ Syntax, in the order the parser tries it on each whitespace-separated piece:
 - anything else is a plain word.
 
 A query made only of plain words, phrases and filters is a *natural* query: the engine
-ranks it with an all-words / any-words policy (a phrase counts as one word that must match
-as a phrase; a query of phrases only is therefore strict).  Any operator, parenthesis or
-prefix makes it a *syntax* query with strict boolean meaning.
+ranks it by the policy ``SearchConfig.natural`` (default ``any``: memories holding more of
+the words, more often, rank higher; a phrase counts as one word that must match as a
+phrase).  Any operator, parenthesis or prefix makes it a *syntax* query with strict
+boolean meaning.
 
-Unknown fields: ``foo:bar`` where ``foo`` is not a known field is an error
-(:class:`InvalidQuery`), because a typo in a filter name (``tgs:x``) silently turning into
-a text search would return plausible but wrong results.  Two exceptions keep ordinary
-text searchable: a colon followed by nothing or by ``//`` (``Note:``, ``https://x``) is
-part of a plain word, and a colon piece inside quotes is always text.
+Plain text never fails: :func:`parse_query` reads a query with the full syntax when it is
+valid, and otherwise reads what is not valid syntax as text: an unknown ``field:`` prefix
+(``besides CS:GO?``, ``TODO:fix``), a known field with an empty or bad value
+(``Status: done``, ``created:yesterday``), an unclosed quote, a misplaced ``*``; if
+operators or parentheses still do not parse (``a OR``, ``(a b``), they are words too.
+Valid filters, phrases and operators in the same query keep their meaning.  A colon
+followed by ``//`` (``https://x``) is always part of a word.
 """
 
 from __future__ import annotations
@@ -242,7 +245,11 @@ def date_range(fieldname: str, spec: str) -> DateRange:
 _FIELD_RE = re.compile(r"^([A-Za-z_]+):(.*)$", re.S)
 
 
-def _tokens(q: str) -> list[tuple[str, object]]:
+def _tokens(q: str, level: int = 0) -> list[tuple[str, object]]:
+    """The query's tokens.  ``level`` 0 is the strict reading (errors on bad syntax);
+    1 reads what is not valid syntax as text (an unclosed quote is dropped, an unknown
+    field or a bad value is a plain word, a misplaced ``*`` is dropped); 2 also reads
+    parentheses and operators as text (see :func:`parse_query`)."""
     out: list[tuple[str, object]] = []
     i, n = 0, len(q)
     while i < n:
@@ -250,11 +257,14 @@ def _tokens(q: str) -> list[tuple[str, object]]:
         if c.isspace():
             i += 1
         elif c in "()":
-            out.append((c, c))
+            out.append((c, c) if level < 2 else ("word", c))
             i += 1
         elif c == '"':
             j = q.find('"', i + 1)
             if j < 0:
+                if level:
+                    i += 1          # a stray quote is punctuation
+                    continue
                 raise InvalidQuery(f'unbalanced quote: the " at position {i} is never closed')
             out.append(("phrase", q[i + 1:j]))
             i = j + 1
@@ -264,24 +274,44 @@ def _tokens(q: str) -> list[tuple[str, object]]:
                 j += 1
             piece = q[i:j]
             m = _FIELD_RE.match(piece)
-            if m and j < n and q[j] == '"' and m.group(2) == "":
+            if m and j < n and q[j] == '"' and m.group(2) == "" and q.find('"', j + 1) >= 0:
                 k = q.find('"', j + 1)
-                if k < 0:
-                    raise InvalidQuery(f'unbalanced quote: the " at position {j} is never closed')
-                out.append(("field", (m.group(1), q[j + 1:k], True)))
+                out.append(_field_token(m.group(1), q[j + 1:k], True, level, q[i:k + 1]))
                 i = k + 1
                 continue
             if m and not m.group(2) and m.group(1).lower() in (*FIELDS, *DATE_FIELDS):
+                if level:
+                    out.append(("word", piece))
+                    i = j
+                    continue
                 raise InvalidQuery(f"empty value for field {m.group(1)!r}: write "
                                    f"{m.group(1)}:value with no space after the colon")
+            if m and j < n and q[j] == '"' and m.group(2) == "" and not level:
+                raise InvalidQuery(f'unbalanced quote: the " at position {j} is never closed')
             if m and m.group(2) and not m.group(2).startswith("//"):
-                out.append(("field", (m.group(1), m.group(2), False)))
+                out.append(_field_token(m.group(1), m.group(2), False, level, piece))
             elif piece in ("AND", "OR", "NOT"):
-                out.append((piece, piece))
+                out.append((piece, piece) if level < 2 else ("word", piece))
+            elif level and "*" in piece and not _PREFIX_RE.match(piece):
+                out.append(("word", piece.replace("*", " ")))   # "*", "a*b*": punctuation
             else:
                 out.append(("word", piece))
             i = j
     return out
+
+
+_PREFIX_RE = re.compile(r"^[^*]+\*+$")
+
+
+def _field_token(name: str, value: str, quoted: bool, level: int,
+                 piece: str) -> tuple[str, object]:
+    """A ``field:value`` token; above level 0 an invalid one is read as a plain word."""
+    if not level:
+        return ("field", (name, value, quoted))
+    try:
+        return ("node", _field_node(name, value, quoted))
+    except InvalidQuery:
+        return ("phrase" if quoted else "word", piece.replace('"', " ").replace("*", " "))
 
 
 def _field_node(name: str, value: str, quoted: bool) -> Node:
@@ -378,6 +408,8 @@ class _Parser:
         if kind == "field":
             name, value, quoted = val  # type: ignore[misc]
             return _field_node(name, value, quoted)
+        if kind == "node":
+            return val  # type: ignore[return-value]
         text = str(val)
         if text.endswith("*"):
             stem = text.rstrip("*")
@@ -396,8 +428,24 @@ def _is_filter(n: Node) -> bool:
 
 
 def parse_query(text: str) -> ParsedQuery:
-    """Parse a query string; raise :class:`InvalidQuery` with a readable message on bad syntax."""
-    toks = _tokens(text)
+    """Read a query string.  This is the one place that decides how a query is read, and
+    it never fails on text: the query is read with the full syntax when it is valid;
+    otherwise what is not valid syntax is read as text (unknown ``field:`` prefixes such
+    as ``CS:GO`` or ``TODO:fix``, a known field with a bad value, an unclosed quote, a
+    stray ``*``), keeping valid filters, phrases and operators; and if the operators or
+    parentheses still do not parse (``a OR``, ``(a b``), they are read as words too."""
+    for level in (0, 1):
+        try:
+            return _parse(text, level)
+        except InvalidQuery:
+            continue
+    return _parse(text, 2)
+
+
+def _parse(text: str, level: int) -> ParsedQuery:
+    """Parse at one level of :func:`_tokens`; InvalidQuery when the syntax is bad (never
+    at level 2, where every token is a word, a phrase or a valid filter)."""
+    toks = _tokens(text, level)
     depth = 0
     for kind, _ in toks:
         depth += (kind == "(") - (kind == ")")
@@ -432,9 +480,13 @@ class SearchHit:
     score: float
     updated: str | None
     snippet: str
+    commit: str | None = None          # set when searching the vault as of a commit
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["commit"] is None:
+            del out["commit"]
+        return out
 
 
 @dataclass
@@ -445,10 +497,14 @@ class SearchPage:
     total: int
     suggestion: str | None
     mode: str               # all-words | any-words | syntax | filter
+    commit: str | None = None   # the commit searched, when searching the vault as of one
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hits": [h.to_dict() for h in self.hits], "total": self.total,
-                "suggestion": self.suggestion, "mode": self.mode}
+        out = {"hits": [h.to_dict() for h in self.hits], "total": self.total,
+               "suggestion": self.suggestion, "mode": self.mode}
+        if self.commit is not None:
+            out["commit"] = self.commit
+        return out
 
 
 @dataclass(frozen=True)
@@ -458,19 +514,22 @@ class SearchConfig:
     the others apply at query time."""
     b: float = 0.25                  # BM25 length normalisation (memories are short)
     k1: float = 1.2
-    title_weight: float = 2.0        # a title word counts as this many body words
+    title_weight: float = 1.0        # a title word counts as this many body words
     meta_weight: float = 2.0         # tags and entities
     agent_weight: float = 1.0        # the author / speaker
     stemmer: str = "porter2"         # porter2 | porter | none
     date_boost: float = 1.0          # month/year of ``created`` matching query words
     group_weight: float = 0.3        # 0 disables the group prior
     group_depth: int = 3             # a group's score = sum of its best N member scores
-    natural: str = "all-first"       # all-first | all-then-any | any | all-boost
+    natural: str = "any"             # any | all-first | all-then-any | all-boost
     all_boost: float = 1.0           # natural="all-boost": extra weight of all-word matches
     question_stop: bool = True       # drop question words (what, did, ...) from natural queries
+    context_weight: float = 0.3      # a word of the context (followed memory) counts this much
+    pair_weight: float = 0.0         # natural queries: bonus x score of adjacent query word pairs
 
     def schema_key(self) -> str:
-        return f"{self.stemmer}:{self.title_weight}:{self.meta_weight}:{self.agent_weight}"
+        return (f"{self.stemmer}:{self.title_weight}:{self.meta_weight}:{self.agent_weight}"
+                f":{self.context_weight}")
 
 
 # --- ranking arithmetic for natural queries -------------------------------------------------

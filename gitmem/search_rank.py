@@ -17,9 +17,11 @@ filter through a callback.
   counts twice).
 - A group prior: memories sharing ``source`` (a conversation, a session) lend each other
   30% of the sum of their group's best three scores.
-- Natural queries (plain words and phrases) rank the documents containing *all* words
-  first and fill with *any*-word matches (``mode`` tells which exists); operators,
-  parentheses or a prefix switch to strict boolean meaning (``mode="syntax"``).
+- Natural queries (plain words and phrases) are ranked by ``SearchConfig.natural``
+  (default: by score over any-word matches; ``mode`` tells whether a document holds
+  every word); operators, parentheses or a prefix switch to strict boolean meaning
+  (``mode="syntax"``).  ``SearchConfig.pair_weight`` adds proximity: adjacent query
+  words adjacent in a document add their phrase score.
 """
 
 from __future__ import annotations
@@ -253,6 +255,10 @@ class Ranker:
             if src:
                 scores = sq.group_prior(scores, src, self.cfg.group_weight,
                                         self.cfg.group_depth)
+        order = getattr(r, "order", None)
+        if order is not None:   # a snapshot's reader: equal scores in path order, as when fresh
+            return heapq.nlargest(want, scores.items(),
+                                  key=lambda x: (x[0] in first, x[1], -order[x[0]]))
         if len(first) in (0, len(scores)):     # no all-words tier to put first: C-level keys
             return [(-neg, v) for v, neg in heapq.nlargest(want, zip(scores.values(),
                                                                      map(neg_, scores)))]
@@ -341,6 +347,13 @@ class Ranker:
         extras = [self.term_scores(r, "when", w, c.date_boost, 0.0)
                   for w in dict.fromkeys(_WORDS.findall(text.lower()))
                   if c.date_boost and r.doc_frequency("when", w)]
+        if c.pair_weight:
+            # Proximity: query words written next to each other that are also next to
+            # each other in a memory add the pair's phrase score (times pair_weight).
+            seq = [self.an.stem(t) for t in toks]
+            for a, b in dict.fromkeys(zip(seq, seq[1:])):
+                pair = self.phrase_scores(r, [a, b]) if a != b else {}
+                extras.append({d: v * c.pair_weight for d, v in pair.items()})
         scores, first, mode = sq.combine_natural(units, extras, allow, restrict, c.natural,
                                                  c.all_boost)
         return self.top(r, scores, want, first), len(scores), mode
@@ -352,9 +365,10 @@ class Ranker:
         for w in dict.fromkeys(self.an.tokens(text)):
             if len(w) < 3 or w.isdigit() or r.doc_frequency("words", w):
                 continue
-            found = [(sq.edit_distance(w, c), -r.doc_frequency("words", c), c) for c in
-                     (x if isinstance(x, str) else x.decode()
-                      for x in r.terms_within("words", w, 2, prefix=1))]
+            found = [(sq.edit_distance(w, c), -df, c) for c, df in
+                     ((c, r.doc_frequency("words", c)) for c in
+                      (x if isinstance(x, str) else x.decode()
+                       for x in r.terms_within("words", w, 2, prefix=1))) if df]
             if found:
                 fixes[w] = min(found)[2]
         if not fixes:
@@ -363,10 +377,11 @@ class Ranker:
         return "".join(p if ":" in p else fix(p) for p in re.split(r"(\s+)", query))
 
 
-def hit(f: dict[str, Any], score: float, snippet: Callable[[str, str], str]) -> sq.SearchHit:
+def hit(f: dict[str, Any], score: float, snippet: Callable[[str, str, str], str]) -> sq.SearchHit:
     """A result from a document's stored fields."""
     return sq.SearchHit(id=f.get("id", ""), path=f["path"], title=f.get("title", ""),
                         tier=f.get("tier", ""), type=f.get("type", ""),
                         tags=list(f.get("taglist") or []), score=round(float(score), 4),
                         updated=f.get("updated_iso"),
-                        snippet=snippet(f.get("body", ""), f.get("title", "")))
+                        snippet=snippet(f.get("body", ""), f.get("title", ""),
+                                        f.get("context", "")))

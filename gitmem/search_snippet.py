@@ -14,13 +14,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 
-__all__ = ["WORD_PATTERN", "SNIPPET_CHARS", "Snippeter", "clip"]
+__all__ = ["WORD_PATTERN", "SNIPPET_CHARS", "CONTEXT_MARK", "Snippeter", "clip"]
 
 #: A word as the index tokenizes it: letters/digits, joined by inner ``_ . ' ’``
 #: (``long_term``, ``3.5``, ``Ann's``); not whoosh's default, which keeps ``*``
 #: (Markdown ``**bold**``) and ``_`` around words (``_italic_``).
 WORD_PATTERN = r"[^\W_]+(?:[_.'’][^\W_]+)*"
 SNIPPET_CHARS = 200
+#: What separates a hit's own text from its context in a snippet matched by the context.
+CONTEXT_MARK = "context:"
+CONTEXT_HEAD_CHARS = 100
 _BEFORE = 60                     # context kept before the first marked word
 _WORD = re.compile(WORD_PATTERN)
 _WORD_START = r"(?<![^\W_])(?<![^\W_][_.'’])"     # not inside a word such as x_deploy
@@ -45,14 +48,22 @@ class Snippeter:
                             key=lambda h: (-len(h), h))
         self._find: re.Pattern | None = None      # compiled when first needed
 
-    def __call__(self, body: str, title: str) -> str:
+    def __call__(self, body: str, title: str, context: str = "") -> str:
         """The snippet of a hit: the best passage of the body, else the title marked,
-        else the start of the body."""
+        else (when the words matched the memory's context: what it answers or continues)
+        the start of the body followed by the context's best passage, else the start of
+        the body."""
         for text in (body, title):
             if text:
                 passage = self.passage(text)
                 if passage:
                     return clip(passage)
+        passage = self.passage(context) if context else None
+        if passage:
+            head = clip(body or title)
+            if len(head) > CONTEXT_HEAD_CHARS:
+                head = head[:CONTEXT_HEAD_CHARS].rsplit(" ", 1)[0].rstrip("*") + "…"
+            return f"{head} ({CONTEXT_MARK} {clip(passage)})"
         return clip(body or title)
 
     def matches(self, text: str) -> list[tuple[int, int, str]]:

@@ -303,6 +303,25 @@ class ToolContext:
     author: "Identity | None" = None
     profile: str = "gitmem"
     state: dict[str, Any] = field(default_factory=dict)
+    #: the session's ``source`` group (``mcp:<start time>-<id>`` in an MCP session): memories
+    #: written without a source of their own get it, so a search ranks them together
+    source: str | None = None
+
+    def conversation(self, source: str | None = None, *, link: bool = True) -> dict[str, Any]:
+        """Frontmatter that ties a memory written in this session to the session: its
+        ``source`` (the caller's, else the session's) and ``follows``, the id of the
+        memory written before it in this session (``link=False``: none, e.g. for an
+        upsert, which may update an older memory rather than continue the conversation)."""
+        out: dict[str, Any] = {"source": source or self.source}
+        if link and self.state.get("last_written"):
+            out["follows"] = self.state["last_written"]
+        return out
+
+    def wrote(self, memory_id: str | None, status: str = "created") -> None:
+        """Record the memory a write of this session created or changed (the next one
+        follows it); a skipped write changes nothing."""
+        if memory_id and status != "skipped":
+            self.state["last_written"] = memory_id
 
     def need(self, method: str) -> Callable[..., Any]:
         """The Vault method ``method``, or a ``not_available`` failure if this gitmem lacks it."""
@@ -332,6 +351,24 @@ class Toolbox:
         self.tools = load_profile(profile)
         author = Identity.parse(agent) if agent else None
         self.context = ToolContext(self.vault, author, profile)
+        self._sessions: dict[Any, ToolContext] = {}
+
+    def begin_session(self, kind: str = "mcp", key: Any = None) -> ToolContext:
+        """Start a conversation (an MCP session): writes made through the context returned
+        share the source ``<kind>:<start time>-<random id>`` and each follows the one
+        before it.  ``key`` (e.g. an HTTP client's session object) keeps one context per
+        client; None makes it this toolbox's own context."""
+        import uuid
+        from .schema import iso_now
+        ctx = ToolContext(self.vault, self.context.author, self.profile,
+                          source=f"{kind}:{iso_now(self.vault.clock())}-{uuid.uuid4().hex[:6]}")
+        if key is None:
+            self.context = ctx
+        else:
+            if len(self._sessions) >= _MAX_SESSIONS:        # long-gone clients first
+                self._sessions.pop(next(iter(self._sessions)))
+            self._sessions[key] = ctx
+        return ctx
 
     def __enter__(self) -> "Toolbox":
         return self
@@ -352,10 +389,12 @@ class Toolbox:
         """The profile's tool definitions in ``openai``, ``anthropic`` or ``mcp`` format."""
         return export(self.profile, fmt)
 
-    def call(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> Any:
+    def call(self, name: str, arguments: Mapping[str, Any] | str | None = None, *,
+             session: Any = None) -> Any:
         """Run tool ``name``; returns its JSON-serialisable result or ``{"error": {...}}``.
 
         ``arguments`` may be a mapping or a JSON string (as OpenAI sends them).
+        ``session`` names the client's conversation (see :meth:`begin_session`).
         Never raises (except KeyboardInterrupt/SystemExit).
         """
         from .errors import GitmemError, Protected
@@ -375,8 +414,10 @@ class Toolbox:
         problems = validate_arguments(t.schema, arguments)
         if problems:
             return error_result("invalid_arguments", f"{name}: " + "; ".join(problems[:5]), _usage(t))
+        context = self.context if session is None else (
+            self._sessions.get(session) or self.begin_session(key=session))
         try:
-            return t.handler(self.context, **_integers(arguments, t.schema))
+            return t.handler(context, **_integers(arguments, t.schema))
         except ToolFailure as exc:
             return error_result(exc.code, exc.message, exc.hint)
         except GitmemError as exc:
@@ -398,6 +439,9 @@ class Toolbox:
         """
         result = self.call(name, arguments)
         return render_result(result, self.profile)
+
+
+_MAX_SESSIONS = 256     # conversations an HTTP server keeps apart (the oldest is forgotten)
 
 
 def render_result(result: Any, profile: str = "gitmem") -> tuple[str, bool]:

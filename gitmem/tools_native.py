@@ -70,7 +70,10 @@ def _dict(value: Any) -> Any:
            "entities": strings("People, projects, tools and concepts it mentions.", maxItems=200),
            "related": strings("Ids of related memories.", maxItems=100),
            "supersedes": _ref("A memory this one replaces (it is marked superseded in the same commit)."),
-           "source": string("Where it came from (a URL, a conversation id ...).", maxLength=1000),
+           "source": string("Where it came from (a URL, a conversation id ...); default: this session.",
+                            maxLength=1000),
+           "context": string("What it answers or continues, in a line (e.g. the question asked); "
+                             "searched with low weight.", maxLength=500),
            "expires": string("ISO 8601 date or time after which it no longer holds.", maxLength=40),
            "dedup": boolean("Skip or supersede near-duplicates (default false)."),
            "external_write_id": string("Upsert key: the same key again updates that memory (or writes "
@@ -81,13 +84,18 @@ def add(ctx: ToolContext, content: str, title: str | None = None, type: str | No
         tier: str | None = None, tags: list[str] | None = None, scope: str | None = None,
         importance: int | None = None, confidence: int | None = None, summary: str | None = None,
         entities: list[str] | None = None, related: list[str] | None = None, supersedes: str | None = None,
-        source: str | None = None, expires: str | None = None, dedup: bool = False,
-        external_write_id: str | None = None) -> dict[str, Any]:
+        source: str | None = None, context: str | None = None, expires: str | None = None,
+        dedup: bool = False, external_write_id: str | None = None) -> dict[str, Any]:
+    # Each memory of a session follows the one written before it (an upsert may update an
+    # older memory instead: not linked), and shares the session's source unless given one.
+    session = ctx.conversation(source, link=external_write_id is None)
     result = ctx.need("write")(content, title=title, type=type, tier=tier, tags=tags, scope=scope,
                                importance=importance, confidence=confidence, summary=summary,
-                               entities=entities, related=related, supersedes=supersedes, source=source,
-                               expires=expires, dedup=dedup, external_write_id=external_write_id,
-                               upsert=True, author=ctx.author)
+                               entities=entities, related=related, supersedes=supersedes,
+                               context=context, expires=expires, dedup=dedup,
+                               external_write_id=external_write_id, upsert=True, author=ctx.author,
+                               **session)
+    ctx.wrote(result.id, result.status)
     return {"id": result.id, "path": result.path, "status": result.status,
             "duplicate_of": result.duplicate_of, "superseded": list(result.superseded or []),
             "similarity": result.similarity, "commit": result.commit}
@@ -179,23 +187,27 @@ def delete(ctx: ToolContext, ref: str, hard: bool = False) -> dict[str, Any]:
 @tool("gitmem", "memory_search",
       """Full-text search (BM25, stemming). A plain question works; so do "exact phrase", AND / OR / NOT,
       prefix*, and field filters in the query (tier: type: tag: scope: created:>2026-01-01). Archived,
-      deleted and superseded memories are left out unless include_inactive. Read-only. Returns {"hits":
+      deleted and superseded memories are left out unless include_inactive. With as_of (a date such as
+      2026-03-01, HEAD~N or a commit id), searches the vault as it was then. Read-only. Returns {"hits":
       [{"id", "path", "title", "tier", "type", "tags", "score", "updated", "snippet"}], "total",
-      "suggestion", "mode"}.""",
+      "suggestion", "mode"}; with as_of, also "commit" on the result and on each hit.""",
       obj({"query": string("What to look for.", minLength=1, maxLength=2000),
            "limit": integer("How many results (default 10).", minimum=1, maximum=100),
            "offset": integer("Skip this many (paging).", minimum=0, maximum=10_000),
            "tier": _enum(_TIERS, "Only this tier."), "type": _enum(_TYPES, "Only this type."),
            "tag": string("Only memories with this tag.", maxLength=200),
            "scope": _enum(_SCOPES, "Only this scope."),
-           "include_inactive": boolean("Also archived, deleted and superseded memories.")},
+           "include_inactive": boolean("Also archived, deleted and superseded memories."),
+           "as_of": string("Search the vault as it was at this date or time (ISO 8601; a bare date "
+                           "means the end of that day), HEAD~N or commit id.", minLength=1,
+                           maxLength=80)},
           ["query"]),
       read_only=True, title="Search memories")
 def search(ctx: ToolContext, query: str, limit: int = 10, offset: int = 0, tier: str | None = None,
            type: str | None = None, tag: str | None = None, scope: str | None = None,
-           include_inactive: bool = False) -> dict[str, Any]:
+           include_inactive: bool = False, as_of: str | None = None) -> dict[str, Any]:
     page = ctx.vault.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
-                            tier=tier, type=type, tag=tag, scope=scope)
+                            as_of=as_of, tier=tier, type=type, tag=tag, scope=scope)
     return page.to_dict()
 
 

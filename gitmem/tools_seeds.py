@@ -97,7 +97,8 @@ def agentos_add(ctx: ToolContext, content: str, type: str = "episodic", scope: s
     # dedup="exact" is the contract's content-hash check (identical text, same type and scope).
     # Nothing looser: every other trace is stored, and memory_reflect merges near-identical ones.
     result = ctx.need("write")(content, type=type, scope=scope, tags=tags or [], strength=1.0,
-                               dedup="exact", author=ctx.author)
+                               dedup="exact", author=ctx.author, **ctx.conversation())
+    ctx.wrote(_written_id(result), result.status)
     return {"traceId": _trace(_written_id(result))}
 
 
@@ -286,7 +287,8 @@ def vault_write(ctx: ToolContext, content: str, memoryType: str | None = None,  
                                    importance=importance, confidence=confidence, entities=entities,
                                    related=related or None, supersedes=supersedes, superseded_by=supersededById,
                                    external_write_id=externalWriteId, upsert=True, dedup=dedup,
-                                   allow_protected=_VAULT_TYPES, author=ctx.author, **extra)
+                                   allow_protected=_VAULT_TYPES, author=ctx.author, **extra,
+                                   **ctx.conversation(link=externalWriteId is None))
     except ContentTooLarge as exc:
         limit = ctx.vault.config.max_content_bytes
         size = len(content.encode("utf-8", "surrogatepass"))
@@ -297,6 +299,7 @@ def vault_write(ctx: ToolContext, content: str, memoryType: str | None = None,  
             f"{limit:,} bytes (max_content_bytes in .gitmem.yaml): {exc.message}",
             "Split the content into several write_memory calls, or ask the person to raise max_content_bytes "
             "in .gitmem.yaml.") from None
+    ctx.wrote(_written_id(result), result.status)
     return {"id": _written_id(result), "status": result.status}
 
 
@@ -386,7 +389,9 @@ def _fsm_find(ctx: ToolContext, filename: str, tier: str | None = None) -> "Memo
       title="Create memory")
 def fsm_create(ctx: ToolContext, content: str, title: str, tags: list[str] | None = None,
                tier: str = "short_term", type: str = "memory") -> dict[str, Any]:
-    memory = ctx.vault.add(title, content, type=type, tier=tier, tags=tags, author=ctx.author)
+    memory = ctx.vault.add(title, content, type=type, tier=tier, tags=tags, author=ctx.author,
+                           **ctx.conversation())
+    ctx.wrote(memory.id)
     return _fsm_view(memory, content=False)
 
 

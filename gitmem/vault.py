@@ -16,7 +16,7 @@ import weakref
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from dulwich.file import FileLocked
 
@@ -25,7 +25,7 @@ from .catalog import Catalog
 from .checks import Origin, WriteChecks
 from .person_edits import guard_person_edits
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
-from .errors import (Conflict, ContentTooLarge, GitmemError, InvalidContent,
+from .errors import (Conflict, ContentTooLarge, InvalidContent,
                      InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
                      NotFound, Protected)
 from .gitstore import FileChange, GitStore, blob_id
@@ -41,8 +41,14 @@ from .recovery import needs_recovery, recover_vault
 from .secrets import policy_of as secrets_policy, screen as screen_secrets
 from .markdown import ParsedFile, decode, parse_text, render
 from .memory_index import MEMORY_INDEX, MemoryIndexMixin
-from .paths import check_relpath, is_hidden_part, is_memory_path, memory_relpath, slugify
+from .import_formats import markdown_notes
+from .paths import check_relpath, is_memory_path, memory_relpath, slugify
 from .schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .exporting import FolderExport
+    from .importing import ImportReport
+    from .view import ViewReport
 
 __all__ = ["Vault", "Committed"]
 
@@ -202,7 +208,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         if source is not None and import_tier not in config.tiers:
             raise InvalidInput(f"unknown tier {import_tier!r} for the imported notes",
                                hint=f"Tiers: {', '.join(config.tiers)}.")
-        plan = list(_iter_import(source, config.tiers, import_tier)) if source is not None else []
+        plan = list(markdown_notes(source, config.tiers, import_tier)) if source is not None else []
         GitStore.init(root).close()
         vault = cls(root, author=author, clock=clock)
         changes = [FileChange(CONFIG_NAME, config_text),
@@ -244,13 +250,18 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         # Marked closed only after the flush: if a signal ends the process meanwhile
         # (SystemExit), the atexit handler's close() runs the flush again.
         flushed = self._flush_retrying(_CLOSE_FLUSH_TIMEOUT)
+        try:  # without the vault lock (it waits for a run of the idle timer under way)
+            self.git.housekeep(closing=True)
+        except Exception:  # noqa: BLE001 - packing can wait for the next process
+            pass
         self._closed = True
         with self.lock.hold():
             if not self.git.flush_index() or not flushed:
                 self.git.mark_index_dirty()  # given up: the next process to open the vault repairs it
-            self.git.pack_if_needed()
             if self._search_index is not None:
                 self._search_index.close()
+            if self._as_of is not None:
+                self._as_of.close()
             self.lock.close()  # other threads' later writes get VaultClosed, not a closed database
         self.git.repo.close()
         self.catalog.close()
@@ -299,6 +310,14 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
     def now(self) -> str:
         """The injected clock's time as ISO 8601 UTC."""
         return iso_now(self.clock())
+
+    def write_view(self, path: str | os.PathLike[str] | None = None) -> "ViewReport":
+        """Write the history viewer, one self-contained HTML page, to ``path`` (default
+        ``.git/gitmem/view.html``, outside the tracked files): tiers, memories, the commit
+        timeline, each memory's versions with diffs and its moves.
+        Returns a :class:`gitmem.view.ViewReport` (path, counts, bytes, seconds)."""
+        from .view import write_view
+        return write_view(self, path)
 
     # -------------------------------------------------------------- writing
     def _author(self, author: str | Identity | None) -> Identity:
@@ -569,6 +588,50 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         memory.commit = done.sha
         return memory
 
+    # ------------------------------------------------------ import / export
+    def import_from(self, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,
+                    tier: str | None = None, author: str | Identity | None = None, force: bool = False,
+                    progress: Callable[[int, int], None] | None = None) -> "ImportReport":
+        """Import another tool's memories in ONE commit (none when nothing changed).
+
+        ``format``: ``markdown``, ``mcp-memory``, ``agent-rules``, ``chatgpt``,
+        ``claude``.  Re-importing creates nothing new: items carry a ``source``
+        key; changed ones are updated, unchanged ones skipped.  See
+        :func:`gitmem.importing.run_import`."""
+        from .importing import run_import
+        return run_import(self, format, source, dry_run=dry_run, tier=tier, author=author, force=force,
+                          progress=progress)
+
+    def export_jsonl(self, out: str | os.PathLike[str] | Any) -> int:
+        """Write every memory as one JSON line to ``out`` (a path outside the vault, or a
+        text stream); returns the count.  See :mod:`gitmem.exporting`."""
+        from .exporting import export_jsonl
+        return export_jsonl(self, out)
+
+    def export_records(self) -> Iterable[dict[str, Any]]:
+        """Every memory as the dict one ``export_jsonl`` line holds, in path order."""
+        from .exporting import iter_memories, memory_record
+        return (memory_record(m) for m in iter_memories(self))
+
+    def export_folder(self, target: str | os.PathLike[str], *, force: bool = False) -> "FolderExport":
+        """Write every memory to ``target/<tier>/<file name>.md`` (never inside the vault;
+        a non-empty ``target`` needs ``force``).  See :mod:`gitmem.exporting`."""
+        from .exporting import export_folder
+        return export_folder(self, target, force=force)
+
+    def render_memory(self, meta: Mapping[str, Any], body: str) -> bytes:
+        """The bytes of a memory file as a write would store them: the secrets policy
+        applied (:class:`SecretDetected` under ``refuse``) and the size checked."""
+        return self._render(meta, body)
+
+    def commit_batch(self, changes: Sequence[FileChange], subject: str, op: str,
+                     touched: Sequence[tuple[str, str | None, str]], *,
+                     author: str | Identity | None = None, forced: bool = False) -> "Committed":
+        """Commit many file changes as ONE commit (an import): ``touched`` lists
+        (memory id, path, op) for the history; the write checks run on every change."""
+        with self.lock.hold():
+            return self._commit(changes, subject, op, touched, author=self._author(author), forced=forced)
+
     # --------------------------------------------------------------- commit
     @staticmethod
     def _written(done: "Committed", path: str) -> Memory:
@@ -694,13 +757,17 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
                 if done:
                     if self._search_index is not None:
                         self._search_index.merge_small()
-                    self.git.pack_if_needed()
                 elif not self._closed and time.monotonic() + retry <= deadline:
                     self._schedule_index_flush(retry, retry=min(retry * 2, _INDEX_RETRY_MAX),
                                                deadline=deadline)
                     return
         except Exception:  # noqa: BLE001 - best effort in a timer thread; retried below
             pass
+        if done and not self._closed:
+            try:  # packing runs outside the vault lock: writers go on meanwhile
+                self.git.housekeep()
+            except Exception:  # noqa: BLE001 - best effort; the next idle moment tries again
+                pass
         if not done and not self._closed and time.monotonic() + retry <= deadline:
             # (the lock was not had: a write racing this check at worst has its own
             # timer replaced by this one, which flushes its entries too)
@@ -724,39 +791,3 @@ def _yaml_dict(data: bytes) -> dict[str, Any]:
         raise InvalidMetadata(f"{CONFIG_NAME} must be a mapping")
     return loaded
 
-
-def _iter_import(source: Path, tiers: Sequence[str], other_tier: str | None = None
-                 ) -> Iterable[tuple[str, str]]:
-    """The notes to import from ``source``, as (path in source, path in the vault):
-    Markdown files under its tier folders as they are, and, with ``other_tier``,
-    every other Markdown file under that tier (keeping its folders).  Hidden
-    files and folders (``.obsidian``, ``.trash``), a top-level ``MEMORY.md`` (a
-    generated index) and symbolic links (to files or folders) are skipped."""
-    def notes(top: str) -> list[str]:
-        return sorted(rel for rel, _ in safefs.walk_files(source, top, skip_dir=is_hidden_part)
-                      if rel.endswith(".md") and not any(is_hidden_part(p) for p in rel.split("/")))
-
-    for tier in tiers:
-        for rel in notes(tier):
-            yield check_relpath(rel), check_relpath(rel)
-    if other_tier is None:
-        return
-    try:
-        entries = sorted(os.scandir(source), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        name = entry.name
-        if name in tiers or is_hidden_part(name) or entry.is_symlink():
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            found = notes(name)
-        elif entry.is_file(follow_symlinks=False) and name.endswith(".md") and name != MEMORY_INDEX:
-            found = [name]
-        else:
-            continue
-        for rel in found:
-            try:
-                yield check_relpath(rel), check_relpath(f"{other_tier}/{rel}")
-            except GitmemError:
-                continue  # a name gitmem cannot store as a memory path

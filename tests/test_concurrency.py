@@ -68,6 +68,7 @@ def index_matches_files(root: Path) -> None:
         raw.close()
 
 
+@pytest.mark.slow
 def test_processes_api_cli_watch_and_a_person_lose_nothing(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     Vault.init(root, author="setup").close()

@@ -18,6 +18,8 @@ and at the end opens the vault and checks what the issue promises:
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import random
@@ -135,6 +137,7 @@ def check_after_crashes(root: Path, acks: list[dict[str, Any]]) -> dict[str, int
     return {"acknowledged": len(acks), "memories": len(last), "commits": len(order)}
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     Vault.init(root, author="setup").close()

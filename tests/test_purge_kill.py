@@ -69,6 +69,7 @@ def state(root: Path) -> dict[str, object]:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_purge_killed_at_random_points_is_finished_or_rolled_back(
         tmp_path: Path, clock: FakeClock, record_property: Callable[[str, object], None]) -> None:
     prepared = tmp_path / "prepared"

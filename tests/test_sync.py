@@ -72,6 +72,7 @@ def _apply(vault: Vault, op: str, ref: str, side: str, i: int) -> None:
         vault.delete(ref, hard=True)
 
 
+@pytest.mark.slow
 def test_every_combination_of_operations_on_both_sides(tmp_path: Path, remote: Path, clock: FakeClock) -> None:
     a = _first(tmp_path, remote, clock)
     combos = list(itertools.product(OPS, OPS))

@@ -88,6 +88,7 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_three_clones_syncing_at_once_lose_nothing(tmp_path: Path, shared: tuple[Path, str]) -> None:
     remote, url = shared
     first = Vault.init(tmp_path / "a", author="agent-a")

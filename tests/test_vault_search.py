@@ -50,9 +50,7 @@ def test_search_filters_and_result_shape(sample_vault: Vault) -> None:
     with pytest.raises(GitmemError) as info:
         sample_vault.search("x", colour="blue")
     assert info.value.code == "invalid_input"
-    with pytest.raises(GitmemError) as info:
-        sample_vault.search('"unbalanced')
-    assert info.value.code == "invalid_query"
+    assert sample_vault.search('"unbalanced dbt').total >= 1     # a stray quote is text
 
 
 def test_catch_up_on_open_reindexes_only_what_changed(tmp_path: Path) -> None:
