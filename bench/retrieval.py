@@ -50,7 +50,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "locomo_dev.json"
 
 # Ranking variants measured (each a SearchConfig); "final" is the shipped default.
 _BASE = dict(title_weight=1.0, meta_weight=1.0, agent_weight=0.0, date_boost=0.0,
-             group_weight=0.0, natural="any", context_weight=0.0)
+             group_weight=0.0, natural="any", context_weight=0.0, agent_boost=0.0, k1=1.2)
 _FINAL = SearchConfig()
 VARIANTS: dict[str, SearchConfig] = {
     "final": _FINAL,
@@ -61,6 +61,11 @@ VARIANTS: dict[str, SearchConfig] = {
     "+group": SearchConfig(**{**_BASE, "agent_weight": 1.0, "group_weight": 0.3}),
     "+date": SearchConfig(**{**_BASE, "agent_weight": 1.0, "group_weight": 0.3,
                              "date_boost": 1.0}),
+    "+context": SearchConfig(**{**_BASE, "agent_weight": 1.0, "group_weight": 0.3,
+                                "date_boost": 1.0, "meta_weight": 2.0, "context_weight": 0.3}),
+    "+agent-boost": SearchConfig(**{**_BASE, "agent_weight": 1.0, "group_weight": 0.3,
+                                    "date_boost": 1.0, "meta_weight": 2.0, "context_weight": 0.3,
+                                    "agent_boost": 4.0}),
     # one knob changed from the shipped default (cross-checked on splits, see --splits)
     "no-context": replace(_FINAL, context_weight=0.0),
     "context0.15": replace(_FINAL, context_weight=0.15),
@@ -79,6 +84,16 @@ VARIANTS: dict[str, SearchConfig] = {
     "all-then-any": replace(_FINAL, natural="all-then-any"),
     "all-boost": replace(_FINAL, natural="all-boost"),
     "no-qstop": replace(_FINAL, question_stop=False),
+    "no-agent-boost": replace(_FINAL, agent_boost=0.0),
+    "agent-boost2": replace(_FINAL, agent_boost=2.0),
+    "agent-boost6": replace(_FINAL, agent_boost=6.0),
+    "agent-field-only": replace(_FINAL, agent_weight=0.0),
+    "k1-1.2": replace(_FINAL, k1=1.2),
+    "k1-0.7": replace(_FINAL, k1=0.7),
+    "k1-0.9": replace(_FINAL, k1=0.9),
+    "context0.4": replace(_FINAL, context_weight=0.4),
+    "group0.4": replace(_FINAL, group_weight=0.4),
+    "date2": replace(_FINAL, date_boost=2.0),
 }
 
 STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because been

@@ -10,7 +10,7 @@ nothing is lost):
 * ``touches``: memory id -> commits that created, changed, moved or removed
   it, recorded at write time (and by catching up on commits made outside
   gitmem), so the history of one memory is an indexed lookup instead of a
-  walk over all of git's history (GUIDE: 12.5 s at 10k files with dulwich).
+  walk over all of git's history (12.5 s at 10k files with dulwich).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, Sequence
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -37,7 +37,7 @@ from dulwich.repo import Repo
 from . import safefs
 from .config import Identity
 from .errors import Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
-from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport
+from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport, run_in_child
 from .recovery import PendingObjects, begin_write, drop_objects, end_write, index_writing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,6 +97,24 @@ def blob_id(data: bytes) -> str:
     return Blob.from_string(data).id.decode()
 
 
+def _look_twice(store: Any) -> None:
+    """Make ``store`` look for a missing object a second time before giving up.
+
+    An object read looks in the packs (and for new packs), then among the loose
+    objects. Background packing (or a user's ``git gc``) may move an object into a
+    new pack and delete its loose copy between those two looks; git then looks in
+    the packs again, and so does this (the second look finds the new pack)."""
+    first = store.get_raw
+
+    def get_raw(name: Any) -> Any:
+        try:
+            return first(name)
+        except KeyError:
+            return first(name)
+
+    store.get_raw = get_raw
+
+
 class GitStore:
     """The vault's git repository: reading trees and blobs, making commits."""
 
@@ -116,6 +134,7 @@ class GitStore:
         # every command when that key is present.
         if hasattr(self.repo.object_store, "fsync_object_files"):
             self.repo.object_store.fsync_object_files = True
+        _look_twice(self.repo.object_store)
         self._trees: dict[bytes, Tree] = {}  # parsed trees by sha (see _tree)
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its tree sha
         # path -> (blob sha, stat) written by us and not yet in .git/index
@@ -619,19 +638,25 @@ class GitStore:
             return 0
 
     def housekeep(self, *, threshold: int = LOOSE_THRESHOLD, force: bool = False,
-                  closing: bool = False) -> HousekeepingReport | None:
+                  closing: bool = False, separate_process: bool = False) -> HousekeepingReport | None:
         """Pack loose objects with deltas and merge packs, when there is enough to do
         (see :mod:`gitmem.housekeeping`); None when there was nothing to do.
         ``closing``: the process is done with the vault, pack from fewer loose objects.
+        ``separate_process``: run it in a child process (writes in this process then
+        do not wait for it to release the interpreter lock).
 
         Runs in the calling thread WITHOUT the vault lock, which it takes only for
         milliseconds to move a finished pack in: the caller must not hold it.  Other
         threads of this process wait for a run under way instead of starting their own.
         """
-        keeper = Housekeeper(self.git_dir, threshold=min(threshold, EXIT_THRESHOLD) if closing else threshold)
+        if closing:
+            threshold = min(threshold, EXIT_THRESHOLD)
+        keeper = Housekeeper(self.git_dir, threshold=threshold)
         with self._housekeeping:
             if not force and not keeper.needed():
                 return None
+            if separate_process:
+                return run_in_child(self.git_dir, threshold=threshold, force=force)
             return keeper.run(force=force)
 
     def pack_if_needed(self, threshold: int = LOOSE_THRESHOLD) -> int:

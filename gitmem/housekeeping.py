@@ -39,7 +39,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from dulwich.errors import ObjectFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
@@ -51,12 +51,17 @@ from dulwich.pack import (OFS_DELTA, REF_DELTA, Pack, UnpackedObject, apply_delt
 from .locking import try_flock
 
 __all__ = ["Housekeeper", "HousekeepingReport", "loose_object_count", "LOOSE_THRESHOLD",
-           "EXIT_THRESHOLD", "REPACK_LOCK"]
+           "EXIT_THRESHOLD", "MAX_PER_RUN", "REPACK_LOCK", "PLACING", "TEMP_PREFIX", "run_in_child",
+           "main"]
 
 # Loose objects that make a run pack them: about 40 writes.  Small enough that
 # loose files (4 KiB of disk each) never add up to much (1 MiB); a run this size
 # takes a fraction of a second.
 LOOSE_THRESHOLD = 256
+# At most this many loose objects go into one pack (~700 writes): after a long burst
+# of writes with no idle moment, the backlog is packed over several runs, each short
+# and of bounded memory.
+MAX_PER_RUN = 4096
 # A process that closes its vault packs from this many: its writes are not left loose
 # for whoever comes next (a run of this size costs well under 0.1 s).
 EXIT_THRESHOLD = 64
@@ -106,9 +111,37 @@ class HousekeepingReport:
         return {"packed": self.packed, "deltas": self.deltas, "pruned": self.pruned,
                 "merged_packs": self.merged_packs, "merged_objects": self.merged_objects,
                 "seconds": round(self.seconds, 3), "cpu_seconds": round(self.cpu_seconds, 3),
-                "lock_holds": len(self.lock_holds),
+                "lock_holds_ms": [round(hold * 1000, 2) for hold in self.lock_holds],
                 "max_lock_hold_ms": round(self.max_lock_hold * 1000, 2),
                 "cleaned": list(self.cleaned), "skipped": self.skipped}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HousekeepingReport":
+        """The report :meth:`to_dict` made (from a run in another process)."""
+        return cls(packed=int(data.get("packed", 0)), deltas=int(data.get("deltas", 0)),
+                   pruned=int(data.get("pruned", 0)), merged_packs=int(data.get("merged_packs", 0)),
+                   merged_objects=int(data.get("merged_objects", 0)),
+                   seconds=float(data.get("seconds", 0.0)), cpu_seconds=float(data.get("cpu_seconds", 0.0)),
+                   lock_holds=[float(ms) / 1000 for ms in data.get("lock_holds_ms", [])],
+                   cleaned=list(data.get("cleaned", [])), skipped=data.get("skipped"))
+
+
+def run_in_child(git_dir: Path, *, threshold: int = LOOSE_THRESHOLD, force: bool = False) -> HousekeepingReport:
+    """One run in a separate Python process, waited for.  A run is mostly Python code:
+    in a thread of a process that writes, it would take turns with the writes for the
+    interpreter lock and slow each of them down several times over."""
+    import subprocess
+    import sys
+    package_parent = str(Path(__file__).resolve().parent.parent)   # this gitmem, not another one
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.run([sys.executable, "-m", "gitmem.housekeeping", str(git_dir), str(threshold),
+                           *(["--force"] if force else [])],
+                          capture_output=True, text=True, env=env, check=False)
+    try:
+        return HousekeepingReport.from_dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError, AttributeError):
+        return HousekeepingReport(skipped=f"the packing process failed: {proc.stderr.strip()[-300:]}")
 
 
 class Aborted(Exception):
@@ -118,6 +151,19 @@ class Aborted(Exception):
 def loose_object_count(objects_dir: Path) -> int:
     """The exact number of loose objects (256 directory listings, ~1-2 ms)."""
     return sum(1 for _ in _loose_files(objects_dir))
+
+
+def _oldest(files: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
+    """The ``limit`` loose objects written first: the objects of one write, and the
+    versions of a file that follow each other, stay together (their deltas are small)."""
+    if len(files) <= limit:
+        return files
+    def written(item: tuple[str, str]) -> int:
+        try:
+            return os.stat(item[1]).st_mtime_ns
+        except OSError:
+            return 0
+    return sorted(files, key=written)[:limit]
 
 
 def _loose_files(objects_dir: Path) -> Iterator[tuple[str, str]]:
@@ -218,13 +264,17 @@ class Housekeeper:
                 self._finish_interrupted(report)
                 stamp = self._purge_stamp()
                 self._prune_packed(store, report)
-                if force or self._estimate() >= self.threshold:
-                    self._pack_loose(store, stamp, report)
+                # a backlog goes into several packs of at most MAX_PER_RUN objects
+                while self._estimate() >= (1 if force else max(1, self.threshold)):
+                    if not self._pack_loose(store, stamp, report):
+                        break
                 candidates = self._merge_candidates(self._pack_sizes())
                 if len(candidates) > 1:
                     self._merge(candidates, stamp, report)
             except Aborted as why:
                 report.skipped = str(why)
+            except OSError as exc:   # a full disk, say: nothing was deleted that is not packed
+                report.skipped = f"stopped: {exc}"
             finally:
                 self._remove_temp_files()
                 store.close()
@@ -260,8 +310,9 @@ class Housekeeper:
         _unlink_all(path for _, path in packed)
         report.pruned += len(packed)
 
-    def _pack_loose(self, store: DiskObjectStore, stamp: object, report: HousekeepingReport) -> None:
-        files = list(_loose_files(self.objects))
+    def _pack_loose(self, store: DiskObjectStore, stamp: object, report: HousekeepingReport) -> bool:
+        """Pack up to MAX_PER_RUN loose objects; False when there was nothing to pack."""
+        files = _oldest(list(_loose_files(self.objects)), MAX_PER_RUN)
         objects: dict[bytes, ShaFile] = {}
         for sha, path in files:
             try:
@@ -277,28 +328,29 @@ class Housekeeper:
         paths = dict(files)
         objects = {sha: obj for sha, obj in objects.items() if os.path.exists(paths[sha.decode()])}
         if not objects:
-            return
+            return False
         ordered = _delta_order(objects)
         records = list(_deltify(ordered, report))
-        name = self._write_pack(records, report)
-        self._place(name, [], stamp, report)
+        self._place(self._write_pack(records), [], stamp, report)
         report.packed += len(records)
         # every one of them is in the pack just placed
         _unlink_all(paths[sha.decode()] for sha in objects)
         report.pruned += len(objects)
         self._remove_empty_folders(report)
+        return True
 
     # ------------------------------------------------------------ merging packs
     def _merge(self, names: list[str], stamp: object, report: HousekeepingReport) -> None:
         packs: list[Pack] = []
         try:
-            packs = [Pack(str(self.pack_dir / name), object_format=DEFAULT_OBJECT_FORMAT) for name in names]
+            for name in names:   # one by one: each opened is closed below, whatever fails
+                packs.append(Pack(str(self.pack_dir / name), object_format=DEFAULT_OBJECT_FORMAT))
             packs.sort(key=len, reverse=True)  # the big pack first: its deltas stay offset deltas
             wanted: set[bytes] = set()
             for pack in packs:
                 wanted.update(sha for sha, _, _ in pack.index.iterentries())
             records = _copy_records(packs)
-            name = self._write_pack(records, report, count=len(wanted))
+            name = self._write_pack(records, count=len(wanted))
         except Aborted:
             raise
         except (OSError, ValueError, KeyError, AssertionError) as exc:
@@ -312,9 +364,9 @@ class Housekeeper:
         report.merged_objects += len(wanted)
 
     # ------------------------------------------------------------ writing and placing
-    def _write_pack(self, records: Iterable[UnpackedObject], report: HousekeepingReport,
-                    count: int | None = None) -> str:
-        """Write a pack and its index to temporary files, fsynced; return the pack's name."""
+    def _write_pack(self, records: Iterable[UnpackedObject], count: int | None = None) -> tuple[str, str]:
+        """Write a pack and its index to temporary files, fsynced; return the temporary
+        files' stem and the pack's name."""
         records = records if count is not None else list(records)
         count = count if count is not None else len(records)  # type: ignore[arg-type]
         tag = f"{TEMP_PREFIX}{os.getpid()}_{time.monotonic_ns()}"
@@ -332,20 +384,26 @@ class Housekeeper:
                              checksum, version=2)
             handle.flush()
             os.fsync(handle.fileno())
-        return tag + ":pack-" + checksum.hex()
+        return tag, "pack-" + checksum.hex()
 
-    def _place(self, name: str, replaced: list[str], stamp: object, report: HousekeepingReport) -> None:
+    def _place(self, name: tuple[str, str], replaced: list[str], stamp: object,
+               report: HousekeepingReport) -> None:
         """Move the new pack in (pack, then index: git's order) and delete the packs it
         replaces, holding the vault lock for just that."""
-        tag, _, final = name.partition(":")
+        tag, final = name
         with self._vault_lock(report):
             if self._purge_stamp() != stamp:
                 raise Aborted("a purge ran meanwhile; its packs are left as they are")
             marker = self.state / PLACING
             _write_marker(marker, {"pack": final, "drop": replaced})
             if not (self.pack_dir / f"{final}.idx").exists():
-                os.replace(self.pack_dir / f"{tag}-pack.tmp", self.pack_dir / f"{final}.pack")
-                os.replace(self.pack_dir / f"{tag}-idx.tmp", self.pack_dir / f"{final}.idx")
+                try:
+                    os.replace(self.pack_dir / f"{tag}-pack.tmp", self.pack_dir / f"{final}.pack")
+                    os.replace(self.pack_dir / f"{tag}-idx.tmp", self.pack_dir / f"{final}.idx")
+                except FileNotFoundError:   # removed by a purge's clean-up: nothing was replaced
+                    (self.pack_dir / f"{final}.pack").unlink(missing_ok=True)
+                    marker.unlink(missing_ok=True)
+                    raise Aborted("the new pack's files were removed meanwhile") from None
                 _fsync_dir(self.pack_dir)
             for old in replaced:
                 if old != final:
@@ -560,4 +618,18 @@ def _fsync_dir(folder: Path) -> None:
     finally:
         os.close(fd)
 
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m gitmem.housekeeping GIT_DIR [THRESHOLD] [--force]``: one run; its
+    report as one line of JSON on stdout (see :func:`run_in_child`)."""
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    force = "--force" in args
+    args = [a for a in args if a != "--force"]
+    keeper = Housekeeper(Path(args[0]), threshold=int(args[1]) if len(args) > 1 else LOOSE_THRESHOLD)
+    print(json.dumps(keeper.run(force=force).to_dict()))
+
+
+if __name__ == "__main__":
+    main()
 

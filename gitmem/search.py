@@ -11,8 +11,9 @@ is not valid syntax is read as text (:func:`gitmem.search_query.parse_query`).
 Ranking (each piece measured with ``bench/retrieval.py``): one positional ``text`` field
 holds title, tags/entities, author, body and context (the text of the memory it follows,
 low weight), tag words weighing double (true BM25F, ``B=0.25``, Porter2 stemming); the
-month and year of ``created`` add to the score of documents the words matched; the group
-prior and the natural-query policy are in :mod:`gitmem.search_rank`.
+month and year of ``created`` and the author (``agent``, ``SearchConfig.agent_boost``) add
+to the score of documents the words matched; the group prior and the natural-query policy
+are in :mod:`gitmem.search_rank`.
 
 Statuses archived, deleted and superseded are hidden unless ``include_inactive`` or an
 explicit ``status:`` filter.  Whoosh's exceptions never leave this module: a bad

@@ -513,7 +513,7 @@ class SearchConfig:
     ``*_weight`` knobs and ``stemmer`` shape the index (they are in its stamp);
     the others apply at query time."""
     b: float = 0.25                  # BM25 length normalisation (memories are short)
-    k1: float = 1.2
+    k1: float = 0.8
     title_weight: float = 1.0        # a title word counts as this many body words
     meta_weight: float = 2.0         # tags and entities
     agent_weight: float = 1.0        # the author / speaker
@@ -526,6 +526,7 @@ class SearchConfig:
     question_stop: bool = True       # drop question words (what, did, ...) from natural queries
     context_weight: float = 0.3      # a word of the context (followed memory) counts this much
     pair_weight: float = 0.0         # natural queries: bonus x score of adjacent query word pairs
+    agent_boost: float = 4.0         # natural queries: a query word that is the author's name
 
     def schema_key(self) -> str:
         return (f"{self.stemmer}:{self.title_weight}:{self.meta_weight}:{self.agent_weight}"

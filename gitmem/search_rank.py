@@ -17,6 +17,10 @@ filter through a callback.
   counts twice).
 - A group prior: memories sharing ``source`` (a conversation, a session) lend each other
   30% of the sum of their group's best three scores.
+- The author: a word (or two or three words in a row) of a natural query that is a
+  memory's ``agent`` (its author or speaker) adds ``SearchConfig.agent_boost`` x that
+  field's idf to the matched memories by that author ("what did Ann say about X" prefers
+  Ann's own memories about X to memories that mention Ann).
 - Natural queries (plain words and phrases) are ranked by ``SearchConfig.natural``
   (default: by score over any-word matches; ``mode`` tells whether a document holds
   every word); operators, parentheses or a prefix switch to strict boolean meaning
@@ -347,6 +351,14 @@ class Ranker:
         extras = [self.term_scores(r, "when", w, c.date_boost, 0.0)
                   for w in dict.fromkeys(_WORDS.findall(text.lower()))
                   if c.date_boost and r.doc_frequency("when", w)]
+        if c.agent_boost:
+            # The author as its own field: a query word that is a memory's author lifts
+            # the memories the query matched that this author wrote, apart from the
+            # same word in a text (a name said to someone).
+            names = (" ".join(toks[i:i + n]) for n in (1, 2, 3) for i in range(len(toks) - n + 1))
+            for w in dict.fromkeys(names):
+                if r.doc_frequency("agent", w):
+                    extras.append(self.term_scores(r, "agent", w, c.agent_boost, 0.0))
         if c.pair_weight:
             # Proximity: query words written next to each other that are also next to
             # each other in a memory add the pair's phrase score (times pair_weight).

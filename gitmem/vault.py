@@ -764,8 +764,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         except Exception:  # noqa: BLE001 - best effort in a timer thread; retried below
             pass
         if done and not self._closed:
-            try:  # packing runs outside the vault lock: writers go on meanwhile
-                self.git.housekeep()
+            try:  # packing runs outside the vault lock, in its own process: writers go on meanwhile
+                self.git.housekeep(separate_process=True)
             except Exception:  # noqa: BLE001 - best effort; the next idle moment tries again
                 pass
         if not done and not self._closed and time.monotonic() + retry <= deadline:

@@ -176,13 +176,15 @@ def test_housekeeping_holds_the_vault_lock_only_briefly(tmp_path: Path, clock: F
     rng, ids = random.Random(4), []
     write_some(vault, rng, 250, ids)
     vault.git.housekeep(force=True)
-    write_some(vault, rng, 250, ids)   # ~1,500 loose objects, then a pack as big to merge with
-    vault.git.flush_index()
     stop = tmp_path / "stop"
-    probe = subprocess.Popen([sys.executable, "-c", PROBE, str(vault.root), str(stop)],
-                             stdout=subprocess.PIPE, text=True, cwd=REPO)
-    assert probe.stdout is not None and probe.stdout.readline().strip() == "ready"
-    report = vault.git.housekeep(force=True)
+    with try_flock(vault.git.git_dir / "gitmem" / REPACK_LOCK, 1):   # no packing when idle meanwhile
+        write_some(vault, rng, 250, ids)   # ~1,500 loose objects, then a pack as big to merge with
+        vault.flush()
+        time.sleep(0.5)   # the idle timer has come and gone
+        probe = subprocess.Popen([sys.executable, "-c", PROBE, str(vault.root), str(stop)],
+                                 stdout=subprocess.PIPE, text=True, cwd=REPO)
+        assert probe.stdout is not None and probe.stdout.readline().strip() == "ready"
+    report = vault.git.housekeep(force=True, separate_process=True)   # as the idle timer runs it
     time.sleep(0.2)
     stop.touch()
     out, _ = probe.communicate(timeout=60)
@@ -276,7 +278,8 @@ def test_a_killed_run_loses_nothing(tmp_path: Path, clock: FakeClock) -> None:
     vault.close()
     root = vault.root
     rng = random.Random(9)
-    for round_no in range(14):
+    mid_pack = leftovers = 0
+    for round_no in range(24):
         heads_before = git(root, "rev-list", "--count", "HEAD")
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(round_no)],
                                  stdout=subprocess.PIPE, text=True, cwd=REPO)
@@ -286,12 +289,18 @@ def test_a_killed_run_loses_nothing(tmp_path: Path, clock: FakeClock) -> None:
         time.sleep(rng.uniform(0.0, 1.5))
         child.send_signal(signal.SIGKILL)
         child.wait()
+        last = ([line] + child.stdout.read().split())[-1].strip()
+        child.stdout.close()
+        mid_pack += last == "packing"   # killed while packing, not while writing
+        leftovers += any(n.startswith(TEMP_PREFIX) for n in os.listdir(root / ".git" / "objects" / "pack"))
         with Vault.open(root):   # recovery of a killed write, if the kill hit one
             pass
         assert int(git(root, "rev-list", "--count", "HEAD")) > int(heads_before)
         assert_repo_whole(root)
+    assert mid_pack >= 4, mid_pack   # the kills did land inside housekeeping
     with Vault.open(root) as again:
         again.git.housekeep(force=True)
     assert_repo_whole(root)
     no_leftovers(root)
+    print(f"{mid_pack} of 24 kills inside housekeeping, {leftovers} left a temporary pack")
     assert loose_object_count(root / ".git" / "objects") < 16

@@ -629,3 +629,31 @@ def test_single_commits_merge_by_size_tier_and_idle_merge_compacts(ix: SearchInd
     sizes = [seg.doc_count_all() for seg in ix._ix._segments()]
     assert len(sizes) == len({tier(n) for n in sizes}) < counts[-1]   # one per tier
     assert ix.search("kestrel").total == 22 and ix.search("word29").total == 1
+
+
+def test_author_named_in_a_question_lifts_the_authors_own_memories(tmp_path: Path) -> None:
+    """``agent_boost``: "what did Ann say about X" prefers what Ann wrote about X to a
+    memory about X that only says Ann's name; a name alone matches nothing extra."""
+    docs = [doc("by-bob.md", "Ann, the ferry to the island leaves at noon.", title="ferry",
+                agent="Bob"),
+            doc("by-ann.md", "I booked the ferry for Saturday morning.", title="booking",
+                agent="Ann"),
+            doc("other.md", "Ann likes the museum.", title="museum", agent="Bob")]
+    for cfg, first in ((SearchConfig(), "by-ann.md"), (SearchConfig(agent_boost=0.0), "by-bob.md")):
+        ix = SearchIndex(tmp_path / str(cfg.agent_boost), config=cfg)
+        ix.rebuild(docs)
+        page = ix.search("What did Ann say about the ferry?")
+        assert paths(page)[0] == first
+        assert set(paths(page)) == {"by-ann.md", "by-bob.md", "other.md"}
+        ix.close()
+
+
+def test_author_of_several_words(tmp_path: Path) -> None:
+    """An agent named in two words matches the two words written in a row."""
+    ix = SearchIndex(tmp_path / "ix")
+    ix.rebuild([doc("by-ann.md", "I booked the ferry for Saturday.", title="booking", agent="Ann Lee"),
+                doc("to-ann.md", "Ann Lee, the ferry leaves at noon, the ferry is late.", title="ferry",
+                    agent="Bob")])
+    assert paths(ix.search("what did ann lee say about the ferry"))[0] == "by-ann.md"
+    assert paths(ix.search("ferry"))[0] == "to-ann.md"
+    ix.close()
