@@ -68,6 +68,10 @@ EXIT_THRESHOLD = 64
 REPACK_LOCK = "repack.lock"
 VAULT_LOCK = "lock"            # the same file as the Vault's lock (.git/gitmem/lock)
 PLACING = "repack-placing"     # names the pack being moved in / the packs being dropped
+RETIRED = "retired-packs.json"  # packs a merge replaced -> when (kept RETIRED_GRACE seconds)
+# A pack a merge replaced stays on disk this long: another process may have listed it
+# and open it only now (a sync building a pack, a reader that has not looked again).
+RETIRED_GRACE = 900.0
 WRITE_JOURNAL = "write-journal"    # gitmem.recovery's journal of the write under way
 PURGE_JOURNAL = "purge-journal"    # gitmem.purge's journal and record of rewritten history
 PURGED = "purged.json"
@@ -211,11 +215,12 @@ class Housekeeper:
             names = set(os.listdir(self.pack_dir))
         except OSError:
             return sizes
+        retired = self._retired()
         for name in names:
             if not (name.startswith("pack-") and name.endswith(".idx")):
                 continue
             base = name[:-4]
-            if base + ".pack" not in names or base + ".keep" in names:
+            if base + ".pack" not in names or base + ".keep" in names or base in retired:
                 continue
             try:
                 with open(self.pack_dir / name, "rb") as handle:
@@ -262,6 +267,7 @@ class Housekeeper:
             store = DiskObjectStore(str(self.objects))
             try:
                 self._finish_interrupted(report)
+                self._drop_retired()
                 stamp = self._purge_stamp()
                 self._prune_packed(store, report)
                 # a backlog goes into several packs of at most MAX_PER_RUN objects
@@ -405,10 +411,35 @@ class Housekeeper:
                     marker.unlink(missing_ok=True)
                     raise Aborted("the new pack's files were removed meanwhile") from None
                 _fsync_dir(self.pack_dir)
-            for old in replaced:
-                if old != final:
-                    _drop_pack(self.pack_dir, old)
+            self._retire([old for old in replaced if old != final])
             marker.unlink(missing_ok=True)
+
+    def _retired(self) -> dict[str, float]:
+        """Packs a merge replaced, not deleted yet -> when they were replaced."""
+        try:
+            data = json.loads((self.state / RETIRED).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _retire(self, names: list[str]) -> None:
+        """Leave replaced packs on disk for RETIRED_GRACE seconds (their objects are in
+        the new pack too: a duplicate is harmless, a pack vanishing under a reader is not)."""
+        retired = self._retired()
+        now = time.time()
+        retired.update((name, retired.get(name, now)) for name in names)
+        _write_marker(self.state / RETIRED, retired)
+
+    def _drop_retired(self) -> None:
+        """Delete the retired packs whose grace time is over."""
+        retired = self._retired()
+        over = [name for name, when in retired.items() if time.time() - when >= RETIRED_GRACE]
+        if not over:
+            return
+        for name in over:
+            _drop_pack(self.pack_dir, name)
+            del retired[name]
+        _write_marker(self.state / RETIRED, retired)
 
     @contextmanager
     def _vault_lock(self, report: HousekeepingReport) -> Iterator[None]:
@@ -451,11 +482,8 @@ class Housekeeper:
             if final and pack.exists() and not idx.exists():
                 pack.unlink(missing_ok=True)
                 report.cleaned.append(pack.name)
-            elif final and idx.exists():  # the new pack is whole: finish dropping the old ones
-                for old in record.get("drop", []):
-                    if (self.pack_dir / f"{old}.pack").exists() or (self.pack_dir / f"{old}.idx").exists():
-                        _drop_pack(self.pack_dir, str(old))
-                        report.cleaned.append(f"{old}.pack")
+            elif final and idx.exists():  # the new pack is whole: the old ones are retired
+                self._retire([str(old) for old in record.get("drop", []) if old != final])
         marker.unlink(missing_ok=True)
         report.cleaned += self._remove_temp_files()
 
