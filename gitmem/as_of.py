@@ -205,6 +205,11 @@ class AsOfSearch:
         with self._locked():
             return len(self._caught_up(progress).chain)
 
+    def versions_indexed(self) -> int:
+        """How many versions the cache holds (all lines of history it indexed so far)."""
+        with self._locked():
+            return self._versions().doc_count()
+
     def drop(self) -> None:
         """Delete the cache (after history was rewritten, e.g. by a purge)."""
         with self._locked():

@@ -32,24 +32,15 @@ def embed(ctx: click.Context, rebuild: bool, as_json: bool) -> None:
       gitmem embed
       gitmem embed --rebuild
     """
-    from .embedding import INSTALL_HINT, MODEL_NAME, available, get_embedder
-    from .errors import NotInstalled
-    from .vectors import VectorStore, embed_pending, vector_dir
-    if not available():
-        raise NotInstalled("gitmem embed needs the embed extra", hint=INSTALL_HINT)
     vault = open_vault(ctx)
-    store = VectorStore(vector_dir(vault))
-    if rebuild:
-        store.drop()
     show = not as_json and sys.stderr.isatty()
 
     def progress(done: int, total: int) -> None:
         if show:
             click.echo(f"\rembedded {done}/{total}", err=True, nl=done == total)
 
-    count = embed_pending(vault, get_embedder(), progress)
-    stored = len(store.stored())
-    emit({"embedded": count, "vectors": stored, "model": MODEL_NAME,
-          "backend": get_embedder().backend, "path": str(store.file)}, as_json,
-         lambda: f"embedded {count} memor{'y' if count == 1 else 'ies'}; {stored} vector(s) "
-                 f"stored ({MODEL_NAME}, {get_embedder().backend})")
+    done = vault.embed(rebuild=rebuild, progress=progress)
+    count = done["embedded"]
+    emit(done, as_json,
+         lambda: f"embedded {count} memor{'y' if count == 1 else 'ies'}; {done['vectors']} vector(s) "
+                 f"stored ({done['model']}, {done['backend']})")

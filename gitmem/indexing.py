@@ -281,10 +281,32 @@ class IndexMixin:
             if hybrid:
                 raise NotInstalled("hybrid search needs the embed extra", hint=INSTALL_HINT)
             return None
+        store = self._vectors()
+        return store if store.exists() else None
+
+    def _vectors(self: "Vault") -> "VectorStore":
         if self._vector_store is None:
             from .vectors import VectorStore, vector_dir
             self._vector_store = VectorStore(vector_dir(self))
-        return self._vector_store if self._vector_store.exists() else None
+        return self._vector_store
+
+    def embed(self: "Vault", *, rebuild: bool = False,
+              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Compute the embedding vectors of new and changed memories for hybrid search
+        (a cache in ``.git/gitmem/vectors/``; ``rebuild`` drops every stored vector
+        first).  Needs the ``embed`` extra (NotInstalled otherwise).  Returns what was
+        done: ``embedded``, ``vectors`` (stored now), ``model``, ``backend``, ``path``."""
+        from .embedding import INSTALL_HINT, MODEL_NAME, available, get_embedder
+        from .vectors import embed_pending
+        if not available():
+            raise NotInstalled("gitmem embed needs the embed extra", hint=INSTALL_HINT)
+        store = self._vectors()
+        if rebuild:
+            store.drop()
+        embedder = get_embedder()
+        count = embed_pending(self, embedder, progress)
+        return {"embedded": count, "vectors": len(store.stored()), "model": MODEL_NAME,
+                "backend": embedder.backend, "path": str(store.file)}
 
     # ------------------------------------------------------- outside edits
     def outside_changes(self: "Vault", paths: Iterable[str] | None = None) -> list[FileChange]:

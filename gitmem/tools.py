@@ -308,9 +308,9 @@ class ToolContext:
     source: str | None = None
 
     def conversation(self, source: str | None = None, *, link: bool = True) -> dict[str, Any]:
-        """Frontmatter that ties a memory written in this session to the session: its
+        """Frontmatter that ties a memory to the tool session it is written in: its
         ``source`` (the caller's, else the session's) and ``follows``, the id of the
-        memory written before it in this session (``link=False``: none, e.g. for an
+        memory the same session wrote before it (``link=False``: none, e.g. for an
         upsert, which may update an older memory rather than continue the conversation)."""
         out: dict[str, Any] = {"source": source or self.source}
         if link and self.state.get("last_written"):
@@ -318,7 +318,7 @@ class ToolContext:
         return out
 
     def wrote(self, memory_id: str | None, status: str = "created") -> None:
-        """Record the memory a write of this session created or changed (the next one
+        """Record the memory a write of the tool session created or changed (the next one
         follows it); a skipped write changes nothing."""
         if memory_id and status != "skipped":
             self.state["last_written"] = memory_id

@@ -70,7 +70,7 @@ def _dict(value: Any) -> Any:
            "entities": strings("People, projects, tools and concepts it mentions.", maxItems=200),
            "related": strings("Ids of related memories.", maxItems=100),
            "supersedes": _ref("A memory this one replaces (it is marked superseded in the same commit)."),
-           "source": string("Where it came from (a URL, a conversation id ...); default: this session.",
+           "source": string("Where it came from (a URL, a conversation id ...); default: the MCP conversation it was written in.",
                             maxLength=1000),
            "context": string("What it answers or continues, in a line (e.g. the question asked); "
                              "searched with low weight.", maxLength=500),

@@ -39,6 +39,26 @@ def _first(tmp_path: Path, remote: Path, clock: FakeClock, name: str = "a") -> V
     return vault
 
 
+def _diverged(tmp_path: Path, remote: Path, clock: FakeClock) -> tuple[Vault, Vault]:
+    """Clones a and b of one remote, each with a write the other has not seen."""
+    a = _first(tmp_path, remote, clock)
+    a.add("Base", "base")
+    a.sync()
+    b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
+    a.add("From a", "alpha")
+    b.add("From b", "bravo")
+    return a, b
+
+
+def _converged(a: Vault, b: Vault, reader: Vault) -> None:
+    """After a's sync: b syncs too, both hold the same tree and every write (closes both)."""
+    b.sync()
+    _check_same(a, b)
+    assert {m.title for m in reader.list()} == {"Base", "From a", "From b"}
+    a.close()
+    b.close()
+
+
 def _tree(vault: Vault) -> dict[str, str]:
     return dict(line.split("\t", 1)[::-1] for line in git(vault.root, "ls-tree", "-r", "HEAD").splitlines())
 
@@ -162,12 +182,7 @@ def test_conflict_copy_is_listed_linked_and_resolvable(tmp_path: Path, remote: P
 
 def test_push_race_is_retried(tmp_path: Path, remote: Path, clock: FakeClock,
                               monkeypatch: pytest.MonkeyPatch) -> None:
-    a = _first(tmp_path, remote, clock)
-    a.add("Base", "base")
-    a.sync()
-    b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
-    a.add("From a", "alpha")
-    b.add("From b", "bravo")
+    a, b = _diverged(tmp_path, remote, clock)
     original = SyncMixin._push
     raced: list[bool] = []
 
@@ -180,23 +195,14 @@ def test_push_race_is_retried(tmp_path: Path, remote: Path, clock: FakeClock,
     monkeypatch.setattr(SyncMixin, "_push", racing_push)
     report = a.sync()
     assert report.retries == 1 and report.pushed and report.action == "merge"
-    b.sync()
-    _check_same(a, b)
-    assert {m.title for m in b.list()} == {"Base", "From a", "From b"}
-    a.close()
-    b.close()
+    _converged(a, b, b)
 
 
 def test_fetch_racing_a_push_integrates_what_it_fetched(tmp_path: Path, remote: Path, clock: FakeClock,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # dulwich's local-path client reads the remote's refs again after copying the
     # objects: a push landing in between must not hand back a tip never fetched.
-    a = _first(tmp_path, remote, clock)
-    a.add("Base", "base")
-    a.sync()
-    b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
-    a.add("From a", "alpha")
-    b.add("From b", "bravo")
+    a, b = _diverged(tmp_path, remote, clock)
     original = SyncMixin._client
     raced: list[bool] = []
 
@@ -219,11 +225,7 @@ def test_fetch_racing_a_push_integrates_what_it_fetched(tmp_path: Path, remote: 
     monkeypatch.setattr(SyncMixin, "_client", racing_client)
     report = a.sync()
     assert raced and report.pushed and report.retries == 1 and report.action == "merge"
-    b.sync()
-    _check_same(a, b)
-    assert {m.title for m in a.list()} == {"Base", "From a", "From b"}
-    a.close()
-    b.close()
+    _converged(a, b, a)
 
 
 def test_push_meeting_a_held_ref_lock_is_retried(tmp_path: Path, remote: Path, clock: FakeClock,

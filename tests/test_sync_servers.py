@@ -77,15 +77,24 @@ def _sync_both_ways(remote: Path, a: Vault, b: Vault, clock: FakeClock) -> None:
     assert _titles(a) == _titles(b) >= {"Seed", "From a over http", "From b over http"}
 
 
+def _seeded(tmp_path: Path, url: str, clock: FakeClock, body: str,
+            *config: list[str]) -> tuple[Vault, object]:
+    """Vault a, with these ``git config`` entries, its first memory synced to ``url``;
+    and the report of that sync."""
+    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
+    for entry in config:
+        git(a.root, "config", *entry)
+    a.add_remote("origin", url)
+    a.add("Seed", body)
+    return a, a.sync()
+
+
 def test_https_with_a_credential_helper(served: tuple[GitHttpServer, Path], tmp_path: Path,
                                         clock: FakeClock) -> None:
     server, bare = served
     url = server.url("vault.git")
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    git(a.root, "config", "credential.helper", _helper(USER, PASSWORD))  # this vault only
-    a.add_remote("origin", url)
-    a.add("Seed", "First memory, pushed over http.")
-    report = a.sync()
+    a, report = _seeded(tmp_path, url, clock, "First memory, pushed over http.",
+                        ["credential.helper", _helper(USER, PASSWORD)])   # this vault only
     assert report.pushed and report.action == "pushed"
     assert git(bare, "rev-parse", "main").strip() == a.head
     assert "POST /vault.git/git-receive-pack" in server.requests and server.refused == 0
@@ -107,10 +116,8 @@ def test_https_with_credentials_from_the_environment(served: tuple[GitHttpServer
     url = server.url("vault.git")
     monkeypatch.setenv("GITMEM_GIT_USERNAME", USER)
     monkeypatch.setenv("GITMEM_GIT_PASSWORD", PASSWORD)
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    a.add_remote("origin", url)
-    a.add("Seed", "First memory.")
-    assert a.sync().pushed
+    a, report = _seeded(tmp_path, url, clock, "First memory.")
+    assert report.pushed
     b = Vault.clone(url, tmp_path / "b", author="agent-b", clock=clock)
     _sync_both_ways(bare, a, b, clock)
     for v in (a, b):
@@ -129,12 +136,10 @@ def test_https_with_gits_own_store_helper(served: tuple[GitHttpServer, Path], tm
     creds.write_text(url.replace("http://", f"http://{USER}:{PASSWORD}@").rsplit("/", 1)[0] + "\n")
     creds.chmod(0o600)
     git(tmp_path, "config", "--global", "credential.helper", _helper(USER, "stale-password"))
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    git(a.root, "config", "--add", "credential.helper", "")   # clears the global one, as in git
-    git(a.root, "config", "--add", "credential.helper", f"store --file {creds}")
-    a.add_remote("origin", url)
-    a.add("Seed", "First memory.")
-    assert a.sync().pushed
+    a, report = _seeded(tmp_path, url, clock, "First memory.",
+                        ["--add", "credential.helper", ""],   # clears the global one, as in git
+                        ["--add", "credential.helper", f"store --file {creds}"])
+    assert report.pushed
     assert git(bare, "rev-parse", "main").strip() == a.head
     a.close()
 
@@ -146,10 +151,7 @@ def test_https_push_refused_because_the_branch_moved_is_retried(served: tuple[Gi
     url = server.url("vault.git")
     monkeypatch.setenv("GITMEM_GIT_PASSWORD", PASSWORD)
     monkeypatch.setenv("GITMEM_GIT_USERNAME", USER)
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    a.add_remote("origin", url)
-    a.add("Seed", "First memory.")
-    a.sync()
+    a, _ = _seeded(tmp_path, url, clock, "First memory.")
     b = Vault.clone(url, tmp_path / "b", author="agent-b", clock=clock)
     b.add("From b", "pushed while a was pushing")
     b.flush()
@@ -182,11 +184,7 @@ def test_https_wrong_credentials_change_nothing(served: tuple[GitHttpServer, Pat
                                                 clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
     server, bare = served
     url = server.url("vault.git")
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    git(a.root, "config", "credential.helper", _helper(USER, PASSWORD))
-    a.add_remote("origin", url)
-    a.add("Seed", "First memory.")
-    a.sync()
+    a, _ = _seeded(tmp_path, url, clock, "First memory.", ["credential.helper", _helper(USER, PASSWORD)])
     # Someone else pushed meanwhile: a sync that got through would merge it in.
     monkeypatch.setenv("GITMEM_GIT_USERNAME", USER)
     monkeypatch.setenv("GITMEM_GIT_PASSWORD", PASSWORD)
@@ -288,11 +286,8 @@ def test_ssh_clone_and_sync_both_ways(ssh_server: tuple[str, Path, str], tmp_pat
     prefix, bare, command = ssh_server
     url = f"{prefix}{bare}"
     monkeypatch.setenv("GIT_SSH_COMMAND", command)
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    git(a.root, "config", "core.sshCommand", command)
-    a.add_remote("origin", url)
-    a.add("Seed", "First memory, over ssh.")
-    assert a.sync().pushed
+    a, report = _seeded(tmp_path, url, clock, "First memory, over ssh.", ["core.sshCommand", command])
+    assert report.pushed
     b = Vault.clone(url, tmp_path / "b", author="agent-b", clock=clock)
     git(b.root, "config", "core.sshCommand", command)
     _sync_both_ways(bare, a, b, clock)
