@@ -208,9 +208,9 @@ class Generator:
 
 def populate_bulk(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     """N memories as ONE commit via ``GitStore.commit_files``, then ``scan`` + ``sync_history``."""
-    from gitmem.gitstore import FileChange
-    from gitmem.paths import memory_relpath, slugify
-    from gitmem.schema import clean_metadata, new_id, ordered
+    from gitmem.store.git import FileChange
+    from gitmem.memory.paths import memory_relpath, slugify
+    from gitmem.memory.schema import clean_metadata, new_id, ordered
     changes, ids, sizes = [], [], []
     start = time.perf_counter()
     now = vault.now()

@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Generator, log, machine_info, populate_bulk, summary_ms, timed  # noqa: E402
 from _common import report as emit_report  # noqa: E402
-from gitmem.housekeeping import REPACK_LOCK  # noqa: E402
-from gitmem.locking import try_flock  # noqa: E402
-from gitmem.paths import memory_relpath, slugify  # noqa: E402
-from gitmem.schema import new_id  # noqa: E402
+from gitmem.store.housekeeping import REPACK_LOCK  # noqa: E402
+from gitmem.store.locking import try_flock  # noqa: E402
+from gitmem.memory.paths import memory_relpath, slugify  # noqa: E402
+from gitmem.memory.schema import new_id  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 AUTHOR = "bench-agent <bench@gitmem.local>"

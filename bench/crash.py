@@ -6,7 +6,7 @@ Runs the crash test's kill loop (``tests/test_crash.py``): two writer
 processes at a time write mixed operations (add / update / move / soft and
 hard delete) and are SIGKILLed at random moments, from start-up to mid-commit,
 ``--kills`` times; new writers start as others die and finish whatever a
-dead one left (``gitmem.recovery``).  Then the vault is checked: every
+dead one left (``gitmem.store.recovery``).  Then the vault is checked: every
 acknowledged write in HEAD, the last acknowledged state of each memory in
 HEAD, ``git fsck``/``git status`` clean, no temp or half-written file, the
 search index caught up, the next writer not blocked.  Prints JSON with the

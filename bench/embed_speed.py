@@ -4,7 +4,7 @@ Usage (prints JSON)::
 
     python bench/embed_speed.py [--docs 512]
 
-Runs the same all-MiniLM-L6-v2 network both ways gitmem can (``gitmem.embedding``): in
+Runs the same all-MiniLM-L6-v2 network both ways gitmem can (``gitmem.search.embedding``): in
 numpy, and as an ONNX graph in ONNX Runtime (when installed).  Reports query latency (one
 short question at a time), bulk throughput (documents per second, batches of 32), the
 largest difference between the two backends' vectors, and the load average.
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gitmem.embedding import Embedder  # noqa: E402
+from gitmem.search.embedding import Embedder  # noqa: E402
 
 QUESTIONS = ["When did Caroline go to the LGBTQ support group?",
              "What fields would Caroline be likely to pursue in her education?",

@@ -111,7 +111,7 @@ def worker(code: Path, size: int, writes: int, seed: int) -> dict[str, Any]:
     count = subprocess.run(["git", "count-objects", "-v"], cwd=root, capture_output=True, text=True).stdout
     # The same history with no loose object left: what each write costs in the long run
     # (the loose objects left above are at most gitmem's packing threshold, whatever N).
-    from gitmem.gitstore import GitStore
+    from gitmem.store.git import GitStore
     again = GitStore(root)
     if new_code:
         again.housekeep(force=True)

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Generator, log, machine_info, populate_bulk, report, summary_ms  # noqa: E402
-from gitmem.hooks import install_hooks  # noqa: E402
+from gitmem.outside.hooks import install_hooks  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGET_CPU_MS = 200.0

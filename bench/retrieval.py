@@ -17,7 +17,7 @@ turn before it in its session), one fresh index per conversation; questions of c
 overall, per category and on both parts of each split in ``SPLITS`` (a knob is kept only if
 it helps on both parts of every split).  A question that raises is counted in ``errors``
 and as a miss; the run goes on.  ``--modes hybrid`` (needs the ``embed`` extra) also runs
-``gitmem.hybrid.hybrid_search`` for each ``--hybrid`` setting.  ``--scale N`` also builds
+``gitmem.search.hybrid.hybrid_search`` for each ``--hybrid`` setting.  ``--scale N`` also builds
 one index holding every conversation N times (~11k turns for N=4 on the dev set) and
 reports query latency per query kind there, for FTS5, lexical and hybrid.
 """
@@ -40,11 +40,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gitmem.search import IndexDoc, SearchConfig, SearchIndex  # noqa: E402
-from gitmem.search_doc import context_text  # noqa: E402
-from gitmem.hybrid import CANDIDATES, FUSION, HYBRID_WEIGHT, hybrid_search  # noqa: E402
-from gitmem.vectors import VectorStore, embed_text  # noqa: E402
-from gitmem.embedding import available as embedding_available, get_embedder  # noqa: E402
+from gitmem.search.index import IndexDoc, SearchConfig, SearchIndex  # noqa: E402
+from gitmem.search.documents import context_text  # noqa: E402
+from gitmem.search.hybrid import CANDIDATES, FUSION, HYBRID_WEIGHT, hybrid_search  # noqa: E402
+from gitmem.search.vectors import VectorStore, embed_text  # noqa: E402
+from gitmem.search.embedding import available as embedding_available, get_embedder  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "locomo_dev.json"
 
@@ -177,7 +177,7 @@ _EMBED_CACHE: dict[str, object] = {}     # text -> vector, shared by every backe
 
 
 class HybridBackend(IndexBackend):
-    """The index plus a vector store, searched by ``gitmem.hybrid.hybrid_search`` (the
+    """The index plus a vector store, searched by ``gitmem.search.hybrid.hybrid_search`` (the
     same function ``Vault.search`` uses).  Vectors are computed once per distinct text."""
 
     weight, method, candidates = HYBRID_WEIGHT, FUSION, CANDIDATES
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="lexical and/or hybrid (hybrid needs the embed extra)")
     ap.add_argument("--hybrid", default=f"{FUSION}:{HYBRID_WEIGHT}:{CANDIDATES}",
                     help="comma-separated hybrid settings METHOD:WEIGHT:CANDIDATES to measure "
-                         "(methods: linear, minmax, rrf; see gitmem.hybrid.fuse)")
+                         "(methods: linear, minmax, rrf; see gitmem.search.hybrid.fuse)")
     ap.add_argument("--embed-cache", type=Path, default=None,
                     help="reuse vectors across runs (a file outside the repository)")
     args = ap.parse_args(argv)

@@ -49,9 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import LIVE_TIERS, Generator, log, machine_info  # noqa: E402
 from _common import report as emit_report  # noqa: E402
-from gitmem.markdown import render  # noqa: E402
-from gitmem.paths import memory_relpath, slugify  # noqa: E402
-from gitmem.schema import new_id  # noqa: E402
+from gitmem.memory.markdown import render  # noqa: E402
+from gitmem.memory.paths import memory_relpath, slugify  # noqa: E402
+from gitmem.memory.schema import new_id  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 AUTHORS = ("planner-agent <planner@agents.local>", "atlas <atlas@agents.local>",
@@ -223,7 +223,7 @@ def measure_designs(root: Path) -> dict[str, Any]:
     """Edit scripts diffed in the page (what gitmem does) against unified diffs rendered
     in Python with difflib and embedded as text: generation time and bytes of each
     (both include reading every version from git)."""
-    from gitmem import view
+    from gitmem.exchange import view
     with Vault.open(root) as vault:
         data = view.gather(vault)
         start = time.perf_counter()

@@ -35,15 +35,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import log, machine_info, report, summary_ms  # noqa: E402
-from gitmem.gitstore import blob_id  # noqa: E402
-from gitmem.search import SearchIndex  # noqa: E402
+from gitmem.store.git import blob_id  # noqa: E402
+from gitmem.search.index import SearchIndex  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGET_P95_MS = 1500.0
 CHILD = """\
 import sys
 from gitmem import Vault
-from gitmem.watcher import Watcher
+from gitmem.outside.watcher import Watcher
 vault = Vault.open(sys.argv[1])
 watcher = Watcher(vault, debounce=float(sys.argv[2]), commit_delay=float(sys.argv[3]), quiet=True)
 watcher.run_forever(on_ready=lambda: print("ready", flush=True))

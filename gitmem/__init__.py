@@ -18,12 +18,12 @@ __version__ = "0.1.0"
 # name -> module that defines it; resolved lazily by __getattr__ (PEP 562).
 _EXPORTS = {
     "Vault": "vault",
-    "Memory": "schema",
-    "Version": "history",
+    "Memory": "memory.schema",
+    "Version": "ops.history",
     "VaultConfig": "config",
     "Identity": "config",
-    "Toolbox": "tools",
-    "MEMORY_TYPES": "schema",
+    "Toolbox": "agents.registry",
+    "MEMORY_TYPES": "memory.schema",
     "GitmemError": "errors",
     "InvalidInput": "errors",
     "InvalidPath": "errors",
@@ -48,7 +48,7 @@ _EXPORTS = {
     "NotInstalled": "errors",
     "SyncError": "errors",
     "UnsafeRemoteTree": "errors",
-    "SyncReport": "sync",
+    "SyncReport": "sync.syncer",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -56,9 +56,9 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Identity, VaultConfig
     from .errors import *  # noqa: F403
-    from .history import Version
-    from .schema import MEMORY_TYPES, Memory
-    from .tools import Toolbox
+    from .ops.history import Version
+    from .memory.schema import MEMORY_TYPES, Memory
+    from .agents.registry import Toolbox
     from .vault import Vault
 
 

@@ -1,5 +1,5 @@
 """``python -m gitmem``: the same as the ``gitmem`` command."""
 
-from .cli import main
+from .cli.main import main
 
 main()

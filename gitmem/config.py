@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import InvalidMetadata, StorageError
-from .schema import DEFAULT_TIERS, MEMORY_TYPES
+from .memory.schema import DEFAULT_TIERS, MEMORY_TYPES
 
 __all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "Identity", "DEFAULT_CONFIG_TEXT",
            "SAFETY_KEYS", "PIN_FILE", "safety_values", "weakened_settings", "read_pins", "write_pins",
@@ -183,7 +183,7 @@ class VaultConfig:
 
         With ``apply_pins`` (the default), safety settings a sync held back
         (:func:`read_pins`) stay at their stronger local value."""
-        from . import safefs
+        from .store import safefs
         try:
             # A link in place of the file is never followed (the defaults, the strictest
             # settings, apply; `gitmem doctor` lists the link).
@@ -392,7 +392,7 @@ def write_pins(root: Path, settings: dict[str, dict[str, Any]]) -> None:
         path.unlink(missing_ok=True)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    from . import safefs
+    from .store import safefs
     data = json.dumps({"settings": settings}, indent=2, sort_keys=True).encode("utf-8")
     safefs.write_bytes(path.parent, path.name, data)
 

@@ -20,35 +20,35 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from dulwich.file import FileLocked
 
-from . import safefs
-from .catalog import Catalog
-from .checks import Origin, WriteChecks
-from .person_edits import guard_person_edits
+from .store import safefs
+from .store.catalog import Catalog
+from .write.checks import Origin, WriteChecks
+from .write.person_edits import guard_person_edits
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
 from .errors import (Conflict, ContentTooLarge, InvalidContent,
                      InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
                      NotFound, Protected)
-from .gitstore import FileChange, GitStore, blob_id
-from .history import HistoryMixin
-from .indexing import IndexMixin
-from .lifecycle import LifecycleMixin
-from .reflect import ReflectMixin
-from .reading import ReadMixin, row_fields
-from .rawfiles import RawFilesMixin
-from .sync import SyncMixin
-from .locking import VaultLock
-from .recovery import needs_recovery, recover_vault
-from .secrets import policy_of as secrets_policy, screen as screen_secrets
-from .markdown import ParsedFile, decode, parse_text, render
-from .memory_index import MEMORY_INDEX, MemoryIndexMixin
-from .import_formats import markdown_notes
-from .paths import check_relpath, is_memory_path, memory_relpath, slugify
-from .schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
+from .store.git import FileChange, GitStore, blob_id
+from .ops.history import HistoryMixin
+from .search.service import IndexMixin
+from .ops.lifecycle import LifecycleMixin
+from .ops.reflect import ReflectMixin
+from .store.reader import ReadMixin, row_fields
+from .ops.files import RawFilesMixin
+from .sync.syncer import SyncMixin
+from .store.locking import VaultLock
+from .store.recovery import needs_recovery, recover_vault
+from .memory.secrets import policy_of as secrets_policy, screen as screen_secrets
+from .memory.markdown import ParsedFile, decode, parse_text, render
+from .write.memory_md import MEMORY_INDEX, MemoryIndexMixin
+from .exchange.import_formats import markdown_notes
+from .memory.paths import check_relpath, is_memory_path, memory_relpath, slugify
+from .memory.schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .exporting import FolderExport
-    from .importing import ImportReport
-    from .view import ViewReport
+    from .exchange.exporting import FolderExport
+    from .exchange.importing import ImportReport
+    from .exchange.view import ViewReport
 
 __all__ = ["Vault", "Committed"]
 
@@ -315,8 +315,8 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         """Write the history viewer, one self-contained HTML page, to ``path`` (default
         ``.git/gitmem/view.html``, outside the tracked files): tiers, memories, the commit
         timeline, each memory's versions with diffs and its moves.
-        Returns a :class:`gitmem.view.ViewReport` (path, counts, bytes, seconds)."""
-        from .view import write_view
+        Returns a :class:`gitmem.exchange.view.ViewReport` (path, counts, bytes, seconds)."""
+        from .exchange.view import write_view
         return write_view(self, path)
 
     # -------------------------------------------------------------- writing
@@ -597,26 +597,26 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         ``format``: ``markdown``, ``mcp-memory``, ``agent-rules``, ``chatgpt``,
         ``claude``.  Re-importing creates nothing new: items carry a ``source``
         key; changed ones are updated, unchanged ones skipped.  See
-        :func:`gitmem.importing.run_import`."""
-        from .importing import run_import
+        :func:`gitmem.exchange.importing.run_import`."""
+        from .exchange.importing import run_import
         return run_import(self, format, source, dry_run=dry_run, tier=tier, author=author, force=force,
                           progress=progress)
 
     def export_jsonl(self, out: str | os.PathLike[str] | Any) -> int:
         """Write every memory as one JSON line to ``out`` (a path outside the vault, or a
-        text stream); returns the count.  See :mod:`gitmem.exporting`."""
-        from .exporting import export_jsonl
+        text stream); returns the count.  See :mod:`gitmem.exchange.exporting`."""
+        from .exchange.exporting import export_jsonl
         return export_jsonl(self, out)
 
     def export_records(self) -> Iterable[dict[str, Any]]:
         """Every memory as the dict one ``export_jsonl`` line holds, in path order."""
-        from .exporting import iter_memories, memory_record
+        from .exchange.exporting import iter_memories, memory_record
         return (memory_record(m) for m in iter_memories(self))
 
     def export_folder(self, target: str | os.PathLike[str], *, force: bool = False) -> "FolderExport":
         """Write every memory to ``target/<tier>/<file name>.md`` (never inside the vault;
-        a non-empty ``target`` needs ``force``).  See :mod:`gitmem.exporting`."""
-        from .exporting import export_folder
+        a non-empty ``target`` needs ``force``).  See :mod:`gitmem.exchange.exporting`."""
+        from .exchange.exporting import export_folder
         return export_folder(self, target, force=force)
 
     def render_memory(self, meta: Mapping[str, Any], body: str) -> bytes:
@@ -646,7 +646,7 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
                 origin: Origin = "agent") -> "Committed":
         """Make one commit of ``changes`` and update the caches. Lock must be held.
 
-        ``origin`` says who made the content (see :mod:`gitmem.checks`): the
+        ``origin`` says who made the content (see :mod:`gitmem.write.checks`): the
         write checks run on every change before any git object is stored."""
         who = author or self.author
         trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]

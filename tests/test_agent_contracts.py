@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gitmem import Toolbox, Vault
-from gitmem.similarity import differences, similarity
-from gitmem.tools import profile_tools
+from gitmem.memory.similarity import differences, similarity
+from gitmem.agents.registry import profile_tools
 
 from .conftest import RENAME, git, mcp_params, snapshot
 

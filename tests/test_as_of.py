@@ -15,7 +15,7 @@ import pytest
 
 from gitmem import Vault
 from gitmem.errors import InvalidInput, RevisionNotFound
-from gitmem.purge import purge
+from gitmem.ops.purge import purge
 
 from .conftest import SAMPLE, FakeClock, git, mcp_params
 
@@ -238,7 +238,7 @@ def test_cli_and_tool_as_of(tmp_path: Path, clock: FakeClock) -> None:
     bad = run("search", "x", "--as-of", "someday")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "as_of" in bad.stderr.replace("-", "_")
 
-    from gitmem.tools import Toolbox
+    from gitmem.agents.registry import Toolbox
     with Vault.open(tmp_path / "vault", clock=clock) as v:
         tools = Toolbox(v, profile="gitmem")
         res = tools.call("memory_search", {"query": "theta", "as_of": "HEAD~1"})

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem.cli import cli
+from gitmem.cli.main import cli
 
 from .conftest import SAMPLE, assert_clean, git
 

@@ -27,7 +27,7 @@ import pytest
 
 from gitmem import Vault
 from gitmem.errors import GitmemError
-from gitmem.search import SearchIndex
+from gitmem.search.index import SearchIndex
 
 from .conftest import assert_clean, git, RENAME
 
@@ -123,7 +123,7 @@ def test_processes_api_cli_watch_and_a_person_lose_nothing(tmp_path: Path) -> No
     assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
     index_matches_files(root)
     with Vault.open(root) as vault:
-        from gitmem.doctor import diagnose
+        from gitmem.ops.doctor import diagnose
         bad = [f.to_dict() for f in diagnose(vault) if not f.ok]
         assert bad == []
 

@@ -12,12 +12,12 @@ from hypothesis import given, strategies as st
 
 from gitmem import Vault
 from gitmem.errors import InvalidMetadata
-from gitmem.mcp_stdio import StdioServer
-from gitmem.schema import MAX_CONTEXT_CHARS, clean_metadata, sanitize_metadata
-from gitmem.search import IndexDoc, SearchConfig, SearchIndex
-from gitmem.search_doc import context_text
-from gitmem.search_snippet import CONTEXT_MARK
-from gitmem.tools import Toolbox
+from gitmem.agents.mcp_stdio import StdioServer
+from gitmem.memory.schema import MAX_CONTEXT_CHARS, clean_metadata, sanitize_metadata
+from gitmem.search.index import IndexDoc, SearchConfig, SearchIndex
+from gitmem.search.documents import context_text
+from gitmem.search.snippet import CONTEXT_MARK
+from gitmem.agents.registry import Toolbox
 
 from .conftest import FakeClock
 
@@ -218,7 +218,7 @@ def test_follower_reindex_cost_is_one_lookup(linked_vault: Vault) -> None:
 def test_sdk_server_links_a_clients_writes(vault: Vault) -> None:
     mcp = pytest.importorskip("mcp", reason="the MCP SDK is an optional extra")
     anyio = pytest.importorskip("anyio")
-    from gitmem.mcp_server import build_server
+    from gitmem.agents.mcp_server import build_server
     server = build_server(Toolbox(vault, "gitmem"))
 
     async def session() -> list[str]:

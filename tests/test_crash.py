@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from gitmem import Vault
-from gitmem.markdown import decode, parse_text
-from gitmem.search import SearchIndex
+from gitmem.memory.markdown import decode, parse_text
+from gitmem.search.index import SearchIndex
 
 from .conftest import assert_clean, git
 
@@ -151,7 +151,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
 # A child process dies (os._exit, as abrupt as SIGKILL for the files) at one
 # chosen point inside a write; the parent then checks what the next opener sees.
 KILL_AT = {
-    "objects": "from gitmem import recovery\n"
+    "objects": "from gitmem.store import recovery\n"
                "def half(self):\n"
                "    objs = list(self.objects.values())\n"
                "    for o in objs[: len(objs) // 2]: self.store.add_object(o)\n"
@@ -166,7 +166,7 @@ KILL_AT = {
            "    os._exit(9)\n"
            "dulwich.refs.DiskRefsContainer.set_if_equals = dead\n",
     "index": "def dead(self):\n"
-             "    from gitmem.recovery import index_writing\n"
+             "    from gitmem.store.recovery import index_writing\n"
              "    with index_writing(self):\n"
              "        (self.git_dir / 'index.lock').write_bytes(b'DIRC')\n"
              "        os._exit(9)\n"

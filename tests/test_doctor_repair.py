@@ -10,9 +10,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
-from gitmem.doctor import diagnose
-from gitmem.search import SearchIndex
+from gitmem.cli.main import cli
+from gitmem.ops.doctor import diagnose
+from gitmem.search.index import SearchIndex
 
 from .conftest import assert_clean, git
 

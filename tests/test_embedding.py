@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
-from gitmem.embedding import available
-from gitmem.hybrid import fuse
-from gitmem.vectors import embed_text
+from gitmem.cli.main import cli
+from gitmem.search.embedding import available
+from gitmem.search.hybrid import fuse
+from gitmem.search.vectors import embed_text
 
 from .conftest import FakeClock
 
@@ -25,9 +25,9 @@ needs_extra = pytest.mark.skipif(not available(), reason='needs pip install "git
 
 
 def test_import_gitmem_loads_no_numpy() -> None:
-    code = ("import sys, gitmem, gitmem.search, gitmem.vectors, gitmem.hybrid, gitmem.embedding, "
-            "gitmem.follow, gitmem.cli\n"
-            "from gitmem.embedding import available; available()\n"
+    code = ("import sys, gitmem, gitmem.search.index, gitmem.search.vectors, gitmem.search.hybrid, gitmem.search.embedding, "
+            "gitmem.outside.follow, gitmem.cli.main\n"
+            "from gitmem.search.embedding import available; available()\n"
             "assert not [m for m in ('numpy', 'onnxruntime', 'tokenizers', 'safetensors') "
             "if m in sys.modules], sorted(sys.modules)")
     subprocess.run([sys.executable, "-W", "error", "-c", code], check=True)
@@ -54,7 +54,7 @@ def test_embed_text_puts_own_words_first() -> None:
 def models():
     if not available():
         pytest.skip('needs pip install "gitmem-vault[embed]"')
-    from gitmem.embedding import Embedder
+    from gitmem.search.embedding import Embedder
     numpy_model = Embedder(backend="numpy")
     try:
         fast = Embedder(backend="onnx")
@@ -114,7 +114,7 @@ def hv(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
 
 @needs_extra
 def test_hybrid_finds_meaning_and_respects_filters(hv: Vault) -> None:
-    from gitmem.vectors import embed_pending
+    from gitmem.search.vectors import embed_pending
     query = "holiday in a European country"
     assert hv.search(query).mode != "hybrid" and hv.search(query).total == 0   # no vectors yet
     assert embed_pending(hv) == 3
@@ -133,7 +133,7 @@ def test_hybrid_finds_meaning_and_respects_filters(hv: Vault) -> None:
 
 @needs_extra
 def test_changed_and_removed_memories_lose_their_vectors(hv: Vault) -> None:
-    from gitmem.vectors import VectorStore, embed_pending, vector_dir
+    from gitmem.search.vectors import VectorStore, embed_pending, vector_dir
     q = hv.add("Question", "Where shall we eat?")
     a = hv.add("Answer", "The sushi place.", follows=q.id)
     embed_pending(hv)
@@ -150,8 +150,8 @@ def test_changed_and_removed_memories_lose_their_vectors(hv: Vault) -> None:
 
 @needs_extra
 def test_purge_drops_the_purged_vector(hv: Vault) -> None:
-    from gitmem.purge import purge
-    from gitmem.vectors import VectorStore, embed_pending, vector_dir
+    from gitmem.ops.purge import purge
+    from gitmem.search.vectors import VectorStore, embed_pending, vector_dir
     secret = hv.add("Secret", "The door code is 4711.")
     embed_pending(hv)
     store = VectorStore(vector_dir(hv))
@@ -176,7 +176,7 @@ def test_cli_embed_and_search_flags(hv: Vault) -> None:
 @needs_extra
 @pytest.mark.slow
 def test_background_worker_embeds_new_memories(hv: Vault) -> None:
-    from gitmem.vectors import VectorStore, embed_pending, start_embed_worker, vector_dir
+    from gitmem.search.vectors import VectorStore, embed_pending, start_embed_worker, vector_dir
     assert start_embed_worker(hv) is None                 # no vectors yet: not started
     embed_pending(hv)
     worker = start_embed_worker(hv)

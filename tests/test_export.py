@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
+from gitmem.cli.main import cli
 from gitmem.errors import GitmemError
-from gitmem.schema import FIELD_ORDER
+from gitmem.memory.schema import FIELD_ORDER
 
 from .conftest import assert_clean, git, snapshot
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from gitmem import Vault
 from gitmem.errors import GitmemError, InvalidPath
-from gitmem.markdown import decode, parse_text, render
-from gitmem import safefs
-from gitmem.paths import check_relpath
+from gitmem.memory.markdown import decode, parse_text, render
+from gitmem.store import safefs
+from gitmem.memory.paths import check_relpath
 
 N = int(os.environ.get("GITMEM_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

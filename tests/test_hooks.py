@@ -21,10 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
+from gitmem.cli.main import cli
 from gitmem.errors import Conflict
-from gitmem.gitstore import blob_id
-from gitmem.hooks import (HOOK_NAMES, MARKER, MANUAL_PY_LINE, STAMP, hook_script, hook_status, hooks_dir,
+from gitmem.store.git import blob_id
+from gitmem.outside.hooks import (HOOK_NAMES, MARKER, MANUAL_PY_LINE, STAMP, hook_script, hook_status, hooks_dir,
                           install_hooks, py_line, run_hook, staged_problems, uninstall_hooks)
 
 from .conftest import REPO
@@ -107,9 +107,9 @@ def test_install_writes_executable_hooks_that_record_the_interpreter(vault: Vaul
         assert text.startswith("#!/bin/sh\n") and f"{MARKER} {name}\n" in text
         if name == "pre-commit":
             assert f"PY='{sys.executable}'\n" in text
-            # One Python process, through gitmem.hooks.main (not the click CLI).
+            # One Python process, through gitmem.outside.hooks.main (not the click CLI).
             assert f"' \"$(git rev-parse --show-toplevel)\" {name} \"$@\"" in text
-            assert text.count('"$PY" -c') == 1 and "from gitmem.hooks import main" in text
+            assert text.count('"$PY" -c') == 1 and "from gitmem.outside.hooks import main" in text
         else:
             # The post-* hooks start no Python: the caches catch up when gitmem opens the vault.
             assert "PY=" not in text and "$PY" not in text and STAMP in text
@@ -351,7 +351,7 @@ def test_pre_commit_imports_neither_dulwich_nor_whoosh_nor_click(repo: Path, env
     (repo / "mid_term" / "bad.md").write_text("---\ntitle: [unclosed\n---\n")
     run_git(repo, env, "add", "-A")
     code = ("import sys\n"
-            "from gitmem.hooks import main\n"
+            "from gitmem.outside.hooks import main\n"
             "rc = main(sys.argv[1:])\n"
             "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
             "{'dulwich', 'whoosh', 'click', 'sqlite3', 'watchdog'})\n"

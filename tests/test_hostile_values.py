@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitmem import Vault
-from gitmem.catalog import Catalog
-from gitmem.doctor import diagnose
+from gitmem.store.catalog import Catalog
+from gitmem.ops.doctor import diagnose
 from gitmem.errors import GitmemError, InvalidMetadata
-from gitmem.markdown import MAX_FRONTMATTER_BYTES, parse_text, render, wikilinks
-from gitmem.schema import (FIELD_ORDER, REPLACEMENT_CHAR, clean_metadata, derive, first_heading,
+from gitmem.memory.markdown import MAX_FRONTMATTER_BYTES, parse_text, render, wikilinks
+from gitmem.memory.schema import (FIELD_ORDER, REPLACEMENT_CHAR, clean_metadata, derive, first_heading,
                            sanitize_metadata)
 
 from .conftest import git, snapshot

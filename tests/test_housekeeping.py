@@ -1,4 +1,4 @@
-"""Background packing (gitmem.housekeeping): small growth of ``.git``, short vault-lock
+"""Background packing (gitmem.store.housekeeping): small growth of ``.git``, short vault-lock
 holds, nothing lost or left dangling, whatever runs at the same time or gets killed."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from dulwich.object_store import DiskObjectStore
 from dulwich.objects import Blob
 
 from gitmem import Vault
-from gitmem.gitstore import FileChange
-from gitmem.housekeeping import PLACING, REPACK_LOCK, TEMP_PREFIX, loose_object_count
-from gitmem.locking import try_flock
-from gitmem.paths import memory_relpath
-from gitmem.recovery import PendingObjects, begin_write
-from gitmem.schema import new_id
+from gitmem.store.git import FileChange
+from gitmem.store.housekeeping import PLACING, REPACK_LOCK, TEMP_PREFIX, loose_object_count
+from gitmem.store.locking import try_flock
+from gitmem.memory.paths import memory_relpath
+from gitmem.store.recovery import PendingObjects, begin_write
+from gitmem.memory.schema import new_id
 
 from .conftest import FakeClock, git
 

@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
+from gitmem.cli.main import cli
 from gitmem.errors import GitmemError
-from gitmem.import_formats import MAX_EXTRACT_CHARS, split_sections
-from gitmem.importing import ImportReport
+from gitmem.exchange.import_formats import MAX_EXTRACT_CHARS, split_sections
+from gitmem.exchange.importing import ImportReport
 
 from .conftest import FakeClock, assert_clean, git, snapshot
 
@@ -460,8 +460,8 @@ def test_links_in_code_blocks_are_left_alone(vault: Vault, tmp_path: Path) -> No
 
 
 def test_cli_lists_every_format() -> None:
-    from gitmem.cli_import import FORMAT_NAMES
-    from gitmem.import_formats import FORMATS
+    from gitmem.cli.importing import FORMAT_NAMES
+    from gitmem.exchange.import_formats import FORMATS
     assert FORMAT_NAMES == tuple(FORMATS)
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from gitmem import Vault
 from gitmem.errors import InvalidInput, Protected
-from gitmem.lifecycle import extractive_summary
-from gitmem.similarity import similarity
+from gitmem.ops.lifecycle import extractive_summary
+from gitmem.memory.similarity import similarity
 
 from .conftest import FakeClock, assert_clean, git, RENAME, assert_one_write
 
@@ -362,7 +362,7 @@ def test_git_pull_never_stops_on_a_memory_index_conflict(tmp_path: Path) -> None
 
 
 def test_similarity_sketch_and_bands() -> None:
-    from gitmem.similarity import bands, content_key, sketch
+    from gitmem.memory.similarity import bands, content_key, sketch
     a = "Deploys go out on Tuesday mornings after the staging tests pass, with a canary stage first."
     b = a.replace("Tuesday", "Tuesday and Thursday")
     assert similarity(a, a) == 1.0 and 0.9 < similarity(a, b) < 1.0
@@ -374,7 +374,7 @@ def test_similarity_sketch_and_bands() -> None:
 
 
 def test_doctor_repairs_a_memory_index_left_stale_by_a_git_cli_commit(vault: Vault) -> None:
-    from gitmem.doctor import diagnose
+    from gitmem.ops.doctor import diagnose
     vault.flush()
     note = vault.root / "long_term" / "by-hand.md"
     note.write_text("# Written by hand\n\nCommitted with the git CLI.\n")

@@ -246,7 +246,7 @@ def test_follow_modes(vault: Vault, mode: str, monkeypatch: pytest.MonkeyPatch) 
 
 # ---------------------------------------------------------------- the Python API
 def test_follow_in_process_keeps_a_long_lived_vault_current(vault: Vault) -> None:
-    from gitmem.follow import follow
+    from gitmem.outside.follow import follow
     vault.search("warm")   # the index is open before the edit
     with follow(vault) as follower:
         assert follower.mode == "watch" and not follower.auto_commit
@@ -261,7 +261,7 @@ def test_follow_in_process_keeps_a_long_lived_vault_current(vault: Vault) -> Non
 
 def test_follow_falls_back_to_polling_when_it_cannot_watch(vault: Vault,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from gitmem import follow as follow_module
+    from gitmem.outside import follow as follow_module
     from gitmem.errors import StorageError
 
     def no_watch(self: Any) -> Any:

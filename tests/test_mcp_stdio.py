@@ -19,8 +19,8 @@ import pytest
 
 from gitmem import Vault
 from gitmem.errors import StorageError
-from gitmem.mcp_stdio import HANDSHAKE_PROTOCOL_VERSIONS, INSTRUCTIONS, LATEST_HANDSHAKE_VERSION, StdioServer
-from gitmem.tools import Toolbox
+from gitmem.agents.mcp_stdio import HANDSHAKE_PROTOCOL_VERSIONS, INSTRUCTIONS, LATEST_HANDSHAKE_VERSION, StdioServer
+from gitmem.agents.registry import Toolbox
 
 from .conftest import assert_clean, git
 
@@ -248,7 +248,7 @@ def test_serve_keeps_the_protocol_stream_clean_of_stray_prints(vault: Vault, tmp
     """serve() moves descriptor 1 to stderr; run in a child so this process's descriptors stay."""
     root = vault.root
     vault.close()
-    script = ("import sys\nfrom gitmem.tools import Toolbox\nfrom gitmem import mcp_stdio\n"
+    script = ("import sys\nfrom gitmem.agents.registry import Toolbox\nfrom gitmem.agents import mcp_stdio\n"
               "box = Toolbox(sys.argv[1], 'gitmem')\n"
               "orig = box.call\n"
               "def noisy(*a, **k):\n"
@@ -268,7 +268,7 @@ def test_serve_keeps_the_protocol_stream_clean_of_stray_prints(vault: Vault, tmp
 # ------------------------------------------------------------ the whoosh distribution check
 @pytest.fixture
 def fresh_check() -> Iterator[Any]:
-    from gitmem import search_doc
+    from gitmem.search import documents as search_doc
     search_doc.whoosh_version.cache_clear()
     yield search_doc
     search_doc.whoosh_version.cache_clear()

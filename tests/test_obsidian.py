@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from gitmem import Vault
-from gitmem.doctor import diagnose
+from gitmem.ops.doctor import diagnose
 from gitmem.errors import NotFound
-from gitmem.markdown import inline_tags
+from gitmem.memory.markdown import inline_tags
 
 from .conftest import FakeClock, git
 

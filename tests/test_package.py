@@ -11,8 +11,8 @@ from pathlib import Path
 
 import gitmem
 from gitmem import Vault, errors
-from gitmem.markdown import parse_text
-from gitmem.schema import MEMORY_TYPES, clean_metadata
+from gitmem.memory.markdown import parse_text
+from gitmem.memory.schema import MEMORY_TYPES, clean_metadata
 
 from .conftest import SAMPLE, assert_clean, git, documentation
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from gitmem import Conflict, Vault
-from gitmem.gitstore import GitStore
+from gitmem.store.git import GitStore
 
 from .conftest import assert_clean, git
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
-from gitmem.purge import purge
+from gitmem.cli.main import cli
+from gitmem.ops.purge import purge
 
 from .conftest import FakeClock, assert_clean, git
 
@@ -204,7 +204,7 @@ def test_purge_regenerates_memory_index_in_the_new_head(tmp_path: Path, clock: F
 
 
 def test_doctor_finds_an_index_naming_a_missing_blob_and_rebuilds_it(tmp_path: Path) -> None:
-    from gitmem.doctor import diagnose
+    from gitmem.ops.doctor import diagnose
     root = tmp_path / "vault"
     with Vault.init(root, author="tester") as v:
         m = v.add("Indexed", "some text\n")
@@ -234,7 +234,7 @@ class Killed(BaseException):
 @pytest.mark.parametrize("step", ["objects", "refs", "worktree", "gc", "caches"])
 def test_a_purge_stopped_at_any_step_is_finished_by_the_next_process(
         tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
-    import gitmem.purge as purge_module
+    import gitmem.ops.purge as purge_module
     root = tmp_path / "vault"
     with Vault.init(root, author="tester", clock=clock) as v:
         keep = v.add("Keep me", "ordinary memory\n")

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from gitmem import Vault
-from gitmem.cli import cli
-from gitmem.search import IndexDoc, SearchIndex
-from gitmem.search_query import DateRange, FieldTerm, Or, Prefix, parse_query
-from gitmem.tools import Toolbox
+from gitmem.cli.main import cli
+from gitmem.search.index import IndexDoc, SearchIndex
+from gitmem.search.query import DateRange, FieldTerm, Or, Prefix, parse_query
+from gitmem.agents.registry import Toolbox
 
 from .conftest import FakeClock
 

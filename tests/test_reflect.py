@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gitmem import Vault
 from gitmem.config import LifecycleSettings
-from gitmem.reflect import MemoryState, effective_strength, plan_reflect
+from gitmem.ops.reflect import MemoryState, effective_strength, plan_reflect
 
 from .conftest import FakeClock, assert_clean, git, assert_one_write
 
@@ -143,7 +143,7 @@ def test_a_second_reflect_returns_at_once_with_zero_counts(vault: Vault, clock: 
 
 def test_reflect_cli_dry_run_and_json(tmp_path: Path) -> None:
     from click.testing import CliRunner
-    from gitmem.cli import cli
+    from gitmem.cli.main import cli
     root = tmp_path / "v"
     Vault.init(root).close()
     runner = CliRunner()

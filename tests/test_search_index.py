@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gitmem.errors import InvalidQuery, StorageError
-from gitmem.search import (PREFIX_EXPANSION_LIMIT, IndexDoc, SearchConfig, SearchIndex,
+from gitmem.search.index import (PREFIX_EXPANSION_LIMIT, IndexDoc, SearchConfig, SearchIndex,
                            SearchPage)
 
 
@@ -57,7 +57,7 @@ def test_new_index_is_empty_and_needs_rebuild(ix: SearchIndex) -> None:
 
 
 def test_import_is_clean_under_warnings_as_errors() -> None:
-    code = "import gitmem.search"
+    code = "import gitmem.search.index"
     subprocess.run([sys.executable, "-W", "error", "-c", code], check=True,
                    cwd=Path(__file__).resolve().parent.parent)
 
@@ -330,7 +330,7 @@ def test_write_lock_held_elsewhere_becomes_storage_error(tmp_path: Path) -> None
 
 WRITER = """
 import sys
-from gitmem.search import IndexDoc, SearchIndex
+from gitmem.search.index import IndexDoc, SearchIndex
 ix = SearchIndex(sys.argv[1])
 ix.MERGE_FACTOR = 2          # merge (and delete segment files) on most commits
 for n in range(int(sys.argv[2])):
@@ -444,7 +444,7 @@ def test_nested_or_top_k_matches_unlimited_ranking(tmp_path: Path) -> None:
             [round(h.score, 3) for h in everything.hits[:k]], q
         assert top.total == everything.total
     s = ix._refresh()                       # the raw shape from the guide, on Whoosh itself
-    from gitmem.search import _Or
+    from gitmem.search.index import _Or
     from whoosh.query import Term
     for _ in range(50):
         w = [Term("text", t) for t in rng.sample(vocab, 8)]
@@ -461,7 +461,7 @@ def test_whoosh_errors_never_escape(ix: SearchIndex) -> None:
     assert ix.search("still works after close").total == 0
 
 
-# --- phrases (postings intersection + positions, gitmem.search_rank) ----------------------
+# --- phrases (postings intersection + positions, gitmem.search.rank) ----------------------
 
 def test_phrase_repeated_words(ix: SearchIndex) -> None:
     ix.upsert([doc("three.md", "bang bang bang went the drum"),
@@ -563,7 +563,7 @@ def test_segments_of_the_plain_whoosh_codec_stay_readable_and_merge(tmp_path: Pa
     as is; merging its segments with new ones rewrites them in the new block format.
     One-posting terms are inlined in the term table, also for fields without values."""
     from whoosh.codec.whoosh3 import W3Codec
-    from gitmem.search_doc import index_fields
+    from gitmem.search.documents import index_fields
     ix = SearchIndex(tmp_path / "p", config=SearchConfig(group_weight=0))
     rng = random.Random(3)
     vocab = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor"]
@@ -587,7 +587,7 @@ def test_segments_of_the_plain_whoosh_codec_stay_readable_and_merge(tmp_path: Pa
     ix.close()
 
 
-# --- snippets (gitmem.search_snippet) -----------------------------------------------------
+# --- snippets (gitmem.search.snippet) -----------------------------------------------------
 
 def test_snippet_marks_stemmed_forms_and_whole_words_only(ix: SearchIndex) -> None:
     ix.upsert([doc("s.md", "Deployment notes: we deployed twice; x_deploy and redeploy "

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
+from gitmem.cli.main import cli
 from gitmem.errors import GitmemError
-from gitmem.secrets import redact_text, scan_text
+from gitmem.memory.secrets import redact_text, scan_text
 
 from .conftest import snapshot
 

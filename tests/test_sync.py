@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import SyncError, Vault
-from gitmem.cli import cli
+from gitmem.cli.main import cli
 from gitmem.errors import InvalidInput
-from gitmem.remotes import redact
-from gitmem.sync import SyncMixin
-from gitmem.treemerge import merge_lines, merge_memory
+from gitmem.sync.remotes import redact
+from gitmem.sync.syncer import SyncMixin
+from gitmem.sync.treemerge import merge_lines, merge_memory
 
 from .conftest import FakeClock, assert_clean, git
 
@@ -438,7 +438,7 @@ def test_merge_memory_fields() -> None:
 
 def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, clock: FakeClock,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from gitmem.remotes import http_credentials
+    from gitmem.sync.remotes import http_credentials
     vault = Vault.init(tmp_path / "v", author="x", clock=clock)
     url = "https://git.example.com/me/vault.git"
     assert http_credentials(vault, url) == (None, None)
@@ -452,7 +452,7 @@ def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, cloc
 
 def test_sync_refuses_a_remote_that_still_has_a_purged_memory(tmp_path: Path, remote: Path,
                                                                clock: FakeClock) -> None:
-    from gitmem.purge import purge
+    from gitmem.ops.purge import purge
     a = _first(tmp_path, remote, clock)
     leaked = a.add("Leaked note", "The vault door code is 4711.")
     a.add("Kept", "Stays.")

@@ -21,10 +21,10 @@ from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
 from gitmem import SyncError, Vault
-from gitmem.cli import cli
+from gitmem.cli.main import cli
 from gitmem.errors import Protected, SecretDetected, UnsafeRemoteTree
-from gitmem.gitstore import GitStore
-from gitmem.sync import SyncMixin
+from gitmem.store.git import GitStore
+from gitmem.sync.syncer import SyncMixin
 
 from .conftest import FakeClock, assert_clean, git
 

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Toolbox, Vault
-from gitmem.cli import cli
-from gitmem.tools import (FORMATS, PROFILES, error_result, export, handler_parameters, profile_tools,
+from gitmem.cli.main import cli
+from gitmem.agents.registry import (FORMATS, PROFILES, error_result, export, handler_parameters, profile_tools,
                           validate_arguments)
 
 from .conftest import git

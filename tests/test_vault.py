@@ -8,7 +8,7 @@ import pytest
 
 from gitmem import Vault
 from gitmem.errors import Conflict, Protected
-from gitmem.markdown import parse_text
+from gitmem.memory.markdown import parse_text
 
 from .conftest import FakeClock, assert_clean, git, assert_one_write
 

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import Vault
-from gitmem.cli import cli
-from gitmem.doctor import diagnose
+from gitmem.cli.main import cli
+from gitmem.ops.doctor import diagnose
 from gitmem.errors import GitmemError
-from gitmem.search import SearchIndex
+from gitmem.search.index import SearchIndex
 
 from .conftest import assert_clean, git
 
@@ -143,7 +143,7 @@ def test_cli_search_reindex_doctor(sample_vault: Vault) -> None:
     assert out.exit_code == 0 and json.loads(out.output) == {"indexed": 33}
     out = runner.invoke(cli, ["--vault", root, "doctor"])
     assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()  # one line per check of gitmem.doctor, each ok
+    lines = out.output.splitlines()  # one line per check of gitmem.ops.doctor, each ok
     assert len(lines) >= 13 and all(line.startswith("ok ") for line in lines), out.output
     (Path(root) / "short_term" / "bad.md").write_text("---\na: [\n---\n")
     out = runner.invoke(cli, ["--vault", root, "doctor", "--json"])

@@ -23,7 +23,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gitmem import Vault
-from gitmem.view import edit_script, render_view, to_json
+from gitmem.exchange.view import edit_script, render_view, to_json
 
 from .conftest import SAMPLE, FakeClock, git
 
@@ -223,7 +223,7 @@ def test_write_view_streams_the_same_page(history: tuple[Vault, dict[str, str]],
 
 
 def test_big_versions_are_cut(vault: Vault) -> None:
-    from gitmem.view import MAX_TEXT_CHARS
+    from gitmem.exchange.view import MAX_TEXT_CHARS
     big = "\n".join(f"line {n} " + "x" * 60 for n in range(MAX_TEXT_CHARS // 40)) + "\n"
     vault.add("Huge", big)
     data, chains = page_parts(render_view(vault))

@@ -20,9 +20,9 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from gitmem import Vault
-from gitmem.gitstore import blob_id
-from gitmem.search import SearchIndex
-from gitmem.watcher import Watcher
+from gitmem.store.git import blob_id
+from gitmem.search.index import SearchIndex
+from gitmem.outside.watcher import Watcher
 
 from .conftest import REPO, git
 

@@ -1,0 +1,669 @@
+"""Session hooks for coding agents: ``gitmem agent install|uninstall|status|hook``.
+
+A coding agent (Claude Code) forgets everything between sessions.  Its own hook
+system fixes that when it is told to run gitmem at the right moments:
+
+* **SessionStart**: ``gitmem agent hook claude-code session-start`` prints the
+  vault's protected context and ``MEMORY.md`` (bounded: Claude Code replaces an
+  ``additionalContext`` value over 10,000 characters by a short preview) as
+  ``{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ...}}``;
+* **PreCompact** and **SessionEnd**: ``... pre-compact`` / ``... session-end`` read
+  ``transcript_path`` from the hook's stdin JSON and save the last user/assistant
+  turns as one ``episodic`` memory in ``short_term`` (one commit, authored by the
+  agent).  A hook never fails the agent's session: on any error it prints one line
+  to stderr and exits 0.
+
+:func:`install` merges those hooks into the agent's ``settings.json`` and
+registers ``gitmem mcp`` in its MCP configuration; :func:`uninstall` removes
+exactly those entries.  Files are merged as JSON (unrelated keys kept, in order),
+written atomically, and backed up (``<file>.gitmem-backup``) before a change; a
+file that is not valid JSON is refused and left untouched.
+
+Which agents: Claude Code only.  Its hook events, settings layering
+(``~/.claude/settings.json``, ``.claude/settings.json``) and MCP files
+(``.mcp.json``, ``~/.claude.json``) are documented and stable, and its
+transcripts are JSONL.  Gemini CLI's hooks are documented but newer (and its
+transcript is a different JSON document); Codex CLI keeps its configuration in
+TOML, which cannot be merged without reformatting it; Cursor's hooks use another
+schema and are in beta.  Those can use ``gitmem mcp`` directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from ..errors import Conflict, InvalidInput, NotFound
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..vault import Vault
+
+__all__ = [
+    "AgentSpec", "AGENTS", "agent_spec", "HOOK_VERBS", "SCOPES", "DEFAULT_MAX_CHARS", "DEFAULT_MCP_NAME",
+    "FileResult", "InstallReport", "install", "uninstall", "status",
+    "config_paths", "hook_command", "mcp_entry", "merge_hooks", "remove_hooks",
+    "merge_mcp", "remove_mcp", "session_context", "transcript_turns", "save_session_note",
+    "run_hook",
+]
+
+#: Claude Code shows at most 10,000 characters of one ``additionalContext`` value
+#: (the rest goes to a file the model is not told to read); stay under it.
+DEFAULT_MAX_CHARS = 9000
+DEFAULT_MCP_NAME = "gitmem"
+SCOPES = ("project", "user")
+HOOK_VERBS = ("session-start", "pre-compact", "session-end")
+BACKUP_SUFFIX = ".gitmem-backup"
+
+# A session note: the last few turns, each clipped, the whole bounded.
+NOTE_TURNS = 10
+NOTE_TURN_CHARS = 1200
+NOTE_MAX_CHARS = 6000
+# Only the end of a transcript is read: it can be hundreds of megabytes.
+TRANSCRIPT_TAIL_BYTES = 4 * 1024 * 1024
+STDIN_MAX_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How one coding agent is configured: where its files are, what its events are called."""
+
+    name: str                      # the CLI name, also the default commit author
+    display: str
+    events: Mapping[str, str]      # hook verb -> the agent's event name
+    timeouts: Mapping[str, int]    # hook verb -> timeout, in the agent's unit
+    settings: Callable[[str, Path], Path]
+    mcp_file: Callable[[str, Path], Path]
+
+
+def _claude_settings(scope: str, project: Path) -> Path:
+    return Path.home() / ".claude" / "settings.json" if scope == "user" \
+        else project / ".claude" / "settings.json"
+
+
+def _claude_mcp(scope: str, project: Path) -> Path:
+    # User-scope servers live in ~/.claude.json (what `claude mcp add -s user` writes);
+    # project-scope ones in the project's .mcp.json (shared; Claude asks before using them).
+    return Path.home() / ".claude.json" if scope == "user" else project / ".mcp.json"
+
+
+AGENTS: dict[str, AgentSpec] = {
+    "claude-code": AgentSpec(
+        name="claude-code", display="Claude Code",
+        events={"session-start": "SessionStart", "pre-compact": "PreCompact",
+                "session-end": "SessionEnd"},
+        timeouts={"session-start": 30, "pre-compact": 60, "session-end": 60},  # seconds
+        settings=_claude_settings, mcp_file=_claude_mcp),
+}
+
+
+def agent_spec(name: str) -> AgentSpec:
+    """The :class:`AgentSpec` called ``name``, or :class:`InvalidInput`."""
+    try:
+        return AGENTS[name]
+    except KeyError:
+        raise InvalidInput(f"unknown agent {name!r}",
+                           hint=f"Supported: {', '.join(AGENTS)}.") from None
+
+
+def config_paths(agent: str, scope: str, project: str | os.PathLike[str] | None = None) -> dict[str, Path]:
+    """The files :func:`install` writes for ``agent`` in ``scope``: ``settings`` and ``mcp``."""
+    spec = agent_spec(agent)
+    if scope not in SCOPES:
+        raise InvalidInput(f"unknown scope {scope!r}", hint="Use 'project' or 'user'.")
+    root = Path(project or os.getcwd()).expanduser().absolute()
+    return {"settings": spec.settings(scope, root), "mcp": spec.mcp_file(scope, root)}
+
+
+# ------------------------------------------------------------- commands
+def _gitmem_argv(python: str | None) -> list[str]:
+    # The interpreter gitmem runs under now: the agent's shell may not have it on PATH.
+    return [python or sys.executable, "-m", "gitmem"]
+
+
+def hook_command(agent: str, verb: str, vault: str | os.PathLike[str], *,
+                 max_chars: int = DEFAULT_MAX_CHARS, author: str | None = None,
+                 python: str | None = None) -> str:
+    """The shell command the agent runs for ``verb`` (quoted for a POSIX shell)."""
+    argv = _gitmem_argv(python) + ["agent", "hook", agent, verb, "--vault", str(vault)]
+    if verb == "session-start":
+        argv += ["--max-chars", str(max_chars)]
+    if author and author != agent:
+        argv += ["--author", author]
+    return shlex.join(argv)
+
+
+def mcp_entry(agent: str, vault: str | os.PathLike[str], *, profile: str = "gitmem",
+              author: str | None = None, python: str | None = None) -> dict[str, Any]:
+    """The MCP server entry: ``gitmem mcp --vault DIR --profile P --agent NAME`` over stdio."""
+    argv = _gitmem_argv(python) + ["mcp", "--vault", str(vault), "--profile", profile,
+                                   "--agent", author or agent]
+    return {"type": "stdio", "command": argv[0], "args": argv[1:], "env": {}}
+
+
+def _is_our_handler(handler: Any, agent: str) -> bool:
+    """A hook handler gitmem installed for ``agent`` (whatever its vault or options)."""
+    if not isinstance(handler, dict) or handler.get("type") != "command":
+        return False
+    command = handler.get("command")
+    return isinstance(command, str) and re.search(
+        rf"(^|[\s/'\"])gitmem['\"]?\s+agent\s+hook\s+{re.escape(agent)}(\s|$)", command) is not None
+
+
+def _is_our_mcp(entry: Any) -> bool:
+    """An MCP server entry that runs ``gitmem mcp`` (``gitmem`` or ``python -m gitmem``)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return False
+    args = entry.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        return False
+    argv = [entry["command"], *args]
+    for i, token in enumerate(argv):
+        if Path(token).name in ("gitmem", "gitmem.exe") or (token == "gitmem" and i and argv[i - 1] == "-m"):
+            return i + 1 < len(argv) and argv[i + 1] == "mcp"
+    return False
+
+
+# ------------------------------------------------------------- merging
+def _section(data: dict[str, Any], key: str, where: Path) -> dict[str, Any] | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise InvalidInput(f"{where}: '{key}' is a {type(value).__name__}, not an object",
+                           hint="Fix the file by hand; gitmem changed nothing.")
+    return value
+
+
+def merge_hooks(settings: dict[str, Any], agent: str, commands: Mapping[str, str],
+                timeouts: Mapping[str, int], where: Path = Path("settings.json")) -> dict[str, Any]:
+    """``settings`` with one gitmem handler per event in ``commands`` (event name ->
+    command).  An existing gitmem handler is replaced where it stands (so a second
+    install changes nothing), duplicates and handlers for other events dropped;
+    every other key and handler is kept as it was."""
+    out = json.loads(json.dumps(settings))  # a deep copy: the caller's dict stays the "before"
+    hooks = _section(out, "hooks", where)
+    if hooks is None:
+        hooks = out["hooks"] = {}
+    for event, groups in list(hooks.items()):
+        if not isinstance(groups, list):
+            raise InvalidInput(f"{where}: hooks.{event} is not a list",
+                               hint="Fix the file by hand; gitmem changed nothing.")
+    for event, command in commands.items():
+        ours = {"type": "command", "command": command, "timeout": timeouts[event]}
+        placed = False
+        for group in hooks.get(event, []):
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                continue
+            kept = []
+            for handler in group["hooks"]:
+                if _is_our_handler(handler, agent):
+                    if not placed:
+                        kept.append(ours)
+                        placed = True
+                else:
+                    kept.append(handler)
+            group["hooks"] = kept
+        if not placed:
+            hooks.setdefault(event, []).append({"hooks": [ours]})
+    # Handlers left over from an install with other events go; emptied groups with them.
+    _drop_handlers(hooks, agent, keep_events=set(commands))
+    return out
+
+
+def _drop_handlers(hooks: dict[str, Any], agent: str, keep_events: set[str]) -> bool:
+    removed = False
+    for event in list(hooks):
+        if event in keep_events or not isinstance(hooks[event], list):
+            continue
+        groups = []
+        for group in hooks[event]:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                kept = [h for h in group["hooks"] if not _is_our_handler(h, agent)]
+                if len(kept) != len(group["hooks"]):
+                    removed = True
+                    if not kept:
+                        continue  # the group held only gitmem's handler
+                    group = dict(group, hooks=kept)
+            groups.append(group)
+        if groups:
+            hooks[event] = groups
+        elif hooks[event]:
+            del hooks[event]  # emptied by us; an event the user left empty stays
+    return removed
+
+
+def remove_hooks(settings: dict[str, Any], agent: str,
+                 where: Path = Path("settings.json")) -> tuple[dict[str, Any], bool]:
+    """``settings`` without gitmem's handlers for ``agent`` (and without the groups,
+    events and ``hooks`` object that only they filled), and whether any were found."""
+    out = json.loads(json.dumps(settings))
+    hooks = _section(out, "hooks", where)
+    if not hooks:
+        return out, False
+    removed = _drop_handlers(hooks, agent, keep_events=set())
+    if removed and not hooks:
+        del out["hooks"]
+    return out, removed
+
+
+def merge_mcp(data: dict[str, Any], name: str, entry: dict[str, Any],
+              where: Path = Path(".mcp.json")) -> dict[str, Any]:
+    """``data`` with ``mcpServers.<name>`` set to ``entry``; refuses to replace a
+    server of that name that is not gitmem's."""
+    out = json.loads(json.dumps(data))
+    servers = _section(out, "mcpServers", where)
+    if servers is None:
+        servers = out["mcpServers"] = {}
+    if name in servers and not _is_our_mcp(servers[name]):
+        raise Conflict(f"{where}: an MCP server named {name!r} exists and is not gitmem's",
+                       hint="Pick another name with --mcp-name, or skip it with --no-mcp.")
+    if name in servers:
+        # Ours already: update the command in place, keep what the user added (env ...).
+        servers[name] = {**servers[name], **{k: v for k, v in entry.items() if k != "env"}}
+    else:
+        servers[name] = entry
+    return out
+
+
+def remove_mcp(data: dict[str, Any], name: str,
+               where: Path = Path(".mcp.json")) -> tuple[dict[str, Any], bool]:
+    """``data`` without gitmem's ``mcpServers.<name>``, and whether it was there."""
+    out = json.loads(json.dumps(data))
+    servers = _section(out, "mcpServers", where)
+    if not servers or name not in servers or not _is_our_mcp(servers[name]):
+        return out, False
+    del servers[name]  # an emptied "mcpServers" stays: it may have been there before
+    return out, True
+
+
+# ------------------------------------------------------------- files
+@dataclass
+class FileResult:
+    """What happened to one configuration file."""
+
+    path: Path
+    action: str                     # created | updated | unchanged | removed | absent
+    backup: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "action": self.action,
+                "backup": str(self.backup) if self.backup else None}
+
+
+@dataclass
+class _Planned:
+    path: Path
+    text: str | None                # None: the file does not exist
+    before: dict[str, Any]
+    after: dict[str, Any] | None = None  # None: delete the file
+
+
+def _load(path: Path) -> _Planned:
+    """Read a JSON object file; refuse (and touch nothing) if it is not one."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return _Planned(path, None, {})
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path} is not UTF-8 text",
+                           hint="Fix or move the file; gitmem changed nothing.") from None
+    if not text.strip():
+        return _Planned(path, text, {})
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                           hint="Fix the file (or move it away) and run the command again; "
+                                "gitmem changed nothing.") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path} holds a JSON {type(data).__name__}, not an object",
+                           hint="Fix the file (or move it away); gitmem changed nothing.")
+    return _Planned(path, text, data)
+
+
+def _indent_of(text: str | None) -> int | str:
+    """The indentation the file already uses, so a merge does not reformat it all."""
+    match = re.search(r"\n([ \t]+)\S", text or "")
+    if not match:
+        return 2
+    unit = match.group(1)
+    return unit if "\t" in unit else len(unit)
+
+
+def _render(data: dict[str, Any], like: str | None) -> str:
+    out = json.dumps(data, indent=_indent_of(like), ensure_ascii=False) + "\n"
+    return out.replace("\n", "\r\n") if like and "\r\n" in like else out
+
+
+def _apply(plan: _Planned) -> FileResult:
+    path = plan.path
+    if plan.after is None:
+        if plan.text is None:
+            return FileResult(path, "absent")
+        backup = _backup(path)
+        path.unlink()
+        return FileResult(path, "removed", backup)
+    if plan.text is not None and plan.after == plan.before:
+        return FileResult(path, "unchanged")
+    text = _render(plan.after, plan.text)
+    backup = _backup(path) if plan.text is not None else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = (path.stat().st_mode & 0o7777) if plan.text is not None else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)  # atomic: the agent never reads half a settings file
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return FileResult(path, "created" if plan.text is None else "updated", backup)
+
+
+def _backup(path: Path) -> Path:
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    shutil.copy2(path, backup)
+    return backup
+
+
+# ------------------------------------------------------------- install
+@dataclass
+class InstallReport:
+    """What :func:`install` / :func:`uninstall` did."""
+
+    agent: str
+    scope: str
+    vault: str | None
+    files: list[FileResult] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    mcp_name: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(f.action in ("created", "updated", "removed") for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "scope": self.scope, "vault": self.vault,
+                "changed": self.changed, "files": [f.to_dict() for f in self.files],
+                "events": self.events, "mcp_server": self.mcp_name, "notes": self.notes}
+
+
+def install(agent: str, vault: "Vault | str | os.PathLike[str]", *, scope: str = "project",
+            project: str | os.PathLike[str] | None = None, max_chars: int = DEFAULT_MAX_CHARS,
+            mcp: bool = True, mcp_name: str = DEFAULT_MCP_NAME, profile: str = "gitmem",
+            author: str | None = None, python: str | None = None) -> InstallReport:
+    """Write ``agent``'s hooks (and MCP server) for ``vault`` into its configuration.
+
+    Both files are read and merged before either is written, so a bad file
+    stops the install with nothing changed.  Running it again with the same
+    arguments changes nothing; with other arguments it updates gitmem's entries
+    in place.
+    """
+    spec = agent_spec(agent)
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 500:
+        raise InvalidInput("max_chars must be an integer >= 500")
+    if not mcp_name or not isinstance(mcp_name, str):
+        raise InvalidInput("the MCP server name is empty")
+    root = Path(getattr(vault, "root", vault)).expanduser().absolute()
+    paths = config_paths(agent, scope, project)
+    settings = _load(paths["settings"])
+    commands = {spec.events[verb]: hook_command(agent, verb, root, max_chars=max_chars,
+                                                author=author, python=python)
+                for verb in HOOK_VERBS}
+    timeouts = {spec.events[verb]: spec.timeouts[verb] for verb in HOOK_VERBS}
+    settings.after = merge_hooks(settings.before, agent, commands, timeouts, settings.path)
+    plans = [settings]
+    if mcp:
+        servers = _load(paths["mcp"])
+        servers.after = merge_mcp(servers.before, mcp_name,
+                                  mcp_entry(agent, root, profile=profile, author=author, python=python),
+                                  servers.path)
+        plans.append(servers)
+    report = InstallReport(agent, scope, str(root), [_apply(p) for p in plans],
+                           list(commands), mcp_name if mcp else None)
+    if max_chars > 10_000:
+        report.notes.append(f"{spec.display} shows at most 10,000 characters of session-start "
+                            "context; the rest is replaced by a preview.")
+    if mcp and scope == "project":
+        report.notes.append(f"{spec.display} asks once before it starts a server from .mcp.json.")
+    return report
+
+
+def uninstall(agent: str, *, scope: str = "project", project: str | os.PathLike[str] | None = None,
+              mcp_name: str = DEFAULT_MCP_NAME) -> InstallReport:
+    """Remove exactly what :func:`install` added for ``agent`` in ``scope``: gitmem's
+    hook handlers (with groups/events only they filled) and its MCP server entry.
+    A file left holding nothing else (``{}``, or an empty ``mcpServers``) is deleted."""
+    agent_spec(agent)
+    paths = config_paths(agent, scope, project)
+    plans = [_load(paths["settings"]), _load(paths["mcp"])]
+    settings, servers = plans
+    settings.after, removed_hooks = remove_hooks(settings.before, agent, settings.path)
+    servers.after, removed_mcp = remove_mcp(servers.before, mcp_name, servers.path)
+    for plan, removed in ((settings, removed_hooks), (servers, removed_mcp)):
+        if removed and plan.after in ({}, {"mcpServers": {}}):
+            plan.after = None  # nothing but what install put there
+    results = [_apply(p) if p.text is not None else FileResult(p.path, "absent") for p in plans]
+    return InstallReport(agent, scope, None, results,
+                         [], mcp_name if removed_mcp else None,
+                         [] if removed_hooks or removed_mcp else ["nothing of gitmem's was installed here"])
+
+
+def status(agent: str, *, project: str | os.PathLike[str] | None = None,
+           mcp_name: str = DEFAULT_MCP_NAME) -> list[dict[str, Any]]:
+    """For each scope: gitmem's hook commands and MCP entry for ``agent``, as found."""
+    out = []
+    for scope in SCOPES:
+        paths = config_paths(agent, scope, project)
+        row: dict[str, Any] = {"scope": scope, "settings": str(paths["settings"]),
+                               "mcp_file": str(paths["mcp"]), "hooks": {}, "mcp": None, "errors": []}
+        try:
+            data = _load(paths["settings"]).before
+            hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
+            for event, groups in hooks.items():
+                for group in groups if isinstance(groups, list) else []:
+                    handlers = group.get("hooks") if isinstance(group, dict) else None
+                    for handler in handlers if isinstance(handlers, list) else []:
+                        if _is_our_handler(handler, agent):
+                            row["hooks"][event] = handler["command"]
+        except InvalidInput as exc:
+            row["errors"].append(exc.message)
+        try:
+            servers = _load(paths["mcp"]).before.get("mcpServers")
+            if isinstance(servers, dict) and _is_our_mcp(servers.get(mcp_name)):
+                row["mcp"] = servers[mcp_name]
+        except InvalidInput as exc:
+            row["errors"].append(exc.message)
+        row["installed"] = bool(row["hooks"] or row["mcp"])
+        out.append(row)
+    return out
+
+
+# ------------------------------------------------------------- session start
+def _clip(text: str, limit: int, what: str) -> str:
+    """``text`` cut to at most ``limit`` characters, at a line end when one is near,
+    with a note saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    note = f"\n[... {what} truncated: {{}} more characters; read it with the gitmem MCP tools]\n"
+    room = max(0, limit - len(note.format(len(text))))
+    cut = text.rfind("\n", 0, room + 1)
+    cut = cut if cut > room * 0.8 else room
+    return text[:cut].rstrip() + note.format(len(text) - cut)
+
+
+def session_context(vault: "Vault", max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    """What a session starts with: a one-line header, the protected context
+    (rules, constraints, goals) and then ``MEMORY.md``, at most ``max_chars``
+    characters in all; the protected context keeps its room first."""
+    header = (f"Memory from the gitmem vault at {vault.root} (protected context first, then the "
+              "MEMORY.md index). Follow protected rules and constraints.\n\n")
+    protected = vault.protected_context().markdown
+    protected = _clip(protected, max(0, max_chars - len(header)), "protected context")
+    text = header + protected
+    index = vault.memory_md_text()
+    room = max_chars - len(text) - 2
+    if index and index.strip() and room > 200:
+        text += "\n" + _clip(index.strip() + "\n", room, "MEMORY.md")
+    return text[:max_chars]
+
+
+# ------------------------------------------------------------- transcripts
+_NOISE = re.compile(r"^\s*<(command-name|command-message|command-args|local-command-stdout|"
+                    r"local-command-stderr|system-reminder|user-prompt-submit-hook)>")
+
+
+def _text_of(content: Any) -> str:
+    """The readable text of a message's content: a string, or the ``text`` blocks of
+    a list (tool calls, tool results, thinking and images are left out)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(block["text"] for block in content
+                         if isinstance(block, dict) and block.get("type") == "text"
+                         and isinstance(block.get("text"), str))
+    return ""
+
+
+def transcript_turns(path: str | os.PathLike[str], *, max_turns: int = NOTE_TURNS,
+                     turn_chars: int = NOTE_TURN_CHARS) -> list[tuple[str, str]]:
+    """The last ``max_turns`` user/assistant text messages of a Claude Code JSONL
+    transcript as ``(role, text)``, each clipped to ``turn_chars``.  Lines that are
+    not JSON, not messages, meta or sidechain (subagent) entries are skipped;
+    only the file's last few megabytes are read."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise NotFound(f"transcript {file} does not exist")
+    with file.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
+        data = handle.read()
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > TRANSCRIPT_TAIL_BYTES:
+        lines = lines[1:]  # the first line read is probably cut
+    turns: list[tuple[str, str]] = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("isMeta") or entry.get("isSidechain"):
+            continue
+        message = entry.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        if entry.get("type") not in ("user", "assistant") or role not in ("user", "assistant"):
+            continue
+        text = _text_of(message.get("content")).strip()
+        if not text or _NOISE.match(text):
+            continue
+        if len(text) > turn_chars:
+            text = text[:turn_chars].rstrip() + " [...]"
+        turns.append((role, text))
+    return turns[-max_turns:]
+
+
+# ------------------------------------------------------------- session notes
+_WHEN = {"pre-compact": "before compaction", "session-end": "at session end"}
+
+
+def save_session_note(vault: "Vault", payload: Mapping[str, Any], *, agent: str, verb: str,
+                      author: str | None = None, max_chars: int = NOTE_MAX_CHARS) -> Any:
+    """Save the end of the session's transcript as an ``episodic`` memory in
+    ``short_term`` (one commit, authored by ``author`` or ``agent``).
+
+    Returns the :class:`~gitmem.ops.lifecycle.WriteResult`, or None when the
+    transcript has no user/assistant text.  The same extract saved twice (a
+    compaction right before the session ends) is ``skipped``: no second commit.
+    Secrets in the extract are redacted unless the vault's policy is ``allow``.
+    """
+    from ..memory.secrets import policy_of, redact_text
+    spec = agent_spec(agent)
+    path = payload.get("transcript_path")
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidInput("the hook input has no transcript_path")
+    turns = transcript_turns(path)
+    while turns and sum(len(t) + 20 for _, t in turns) > max_chars:
+        turns = turns[1:]  # the oldest turns go first
+    if not turns:
+        return None
+    session = str(payload.get("session_id") or "unknown")[:80]
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    detail = payload.get("trigger") or payload.get("reason")
+    when = _WHEN.get(verb, verb) + (f" ({detail})" if isinstance(detail, str) and detail else "")
+    lines = [f"{spec.display} session `{session}`" + (f" in `{cwd}`" if cwd else "") + f", saved {when}.",
+             "", "## Last turns", ""]
+    for role, text in turns:
+        lines += [f"**{role.capitalize()}:** {text}", ""]
+    body = "\n".join(lines).rstrip() + "\n"
+    if policy_of(vault.config) != "allow":
+        body = redact_text(body)  # a chat log quotes tool output, keys included
+    asked = next((t for r, t in reversed(turns) if r == "user"), turns[-1][1])
+    topic = " ".join(asked.split())[:80].rstrip() or "session"
+    # Keyed on the turns alone: a compaction right before the session ends saves them once.
+    digest = hashlib.sha256("\n".join(f"{r}: {t}" for r, t in turns).encode("utf-8")).hexdigest()[:16]
+    return vault.write(body, title=f"Session note: {topic}", type="episodic", tier="short_term",
+                       tags=["session-note", agent], author=author or agent,
+                       external_write_id=f"{agent}-session-{session}-{digest}",
+                       source=f"{agent} session {session}",
+                       summary=f"Last turns of a {spec.display} session, saved {_WHEN.get(verb, verb)}.")
+
+
+# ------------------------------------------------------------- the hook entry
+def _payload(stdin_text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(stdin_text[:STDIN_MAX_BYTES]) if stdin_text.strip() else {}
+    except ValueError:
+        raise InvalidInput("the hook input on stdin is not JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("the hook input on stdin is not a JSON object")
+    return data
+
+
+def run_hook(agent: str, verb: str, stdin_text: str, *, vault_path: str | None = None,
+             max_chars: int = DEFAULT_MAX_CHARS, author: str | None = None) -> tuple[str, str]:
+    """Run one hook as the agent calls it and return ``(stdout, stderr)``.
+
+    Never raises: whatever goes wrong becomes one ``gitmem: ...`` line for
+    stderr, so the caller can exit 0 and the agent's session carries on.
+    """
+    try:
+        spec = agent_spec(agent)
+        if verb not in HOOK_VERBS:
+            raise InvalidInput(f"unknown hook {verb!r}", hint=f"Use one of: {', '.join(HOOK_VERBS)}.")
+        payload = _payload(stdin_text)
+        from ..vault import Vault
+        vault = Vault.open(vault_path, author=author or agent)
+        try:
+            if verb == "session-start":
+                context = session_context(vault, max_chars)
+                out = {"hookSpecificOutput": {"hookEventName": spec.events[verb],
+                                              "additionalContext": context}}
+                return json.dumps(out, ensure_ascii=False) + "\n", ""
+            result = save_session_note(vault, payload, agent=agent, verb=verb, author=author)
+        finally:
+            vault.close()
+        if result is None:
+            return "", "gitmem: no user or assistant text in the transcript; nothing saved\n"
+        if result.status == "skipped":
+            return "", f"gitmem: session note already saved ({result.memory.id[:8]})\n"
+        return "", ""
+    except Exception as exc:  # noqa: BLE001 - a hook must never break the agent's session
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        return "", f"gitmem: {verb} hook skipped: {message}\n"
+
+

@@ -1,0 +1,474 @@
+"""Agent tools: the registry, argument validation, the dispatcher and the exporters.
+
+A :class:`Tool` is a name, a description written for a model (when to use it,
+what it returns, its side effects), a JSON Schema for its input, MCP
+annotations, and a handler that makes one Vault call and returns a
+JSON-serialisable result.  Tools are grouped in *profiles* (tool sets): the
+native ``gitmem`` set and one drop-in set per seed system (``files``,
+``index``, ``agentos``, ``vault``, ``fsm``) plus ``claude`` (Anthropic's
+memory tool).  The profile modules register their tools on import.
+
+An agent loop needs three lines::
+
+    box = Toolbox(vault, "agentos", agent="research-bot")
+    tools = box.schemas("openai")                  # or "anthropic", "mcp"
+    result = box.call(name, arguments)             # never raises
+
+**Errors never raise to the agent.**  Bad arguments and every gitmem error
+come back as a result of this shape (stable, documented in the README)::
+
+    {"error": {"code": "not_found", "message": "no memory matches 'x'",
+               "hint": "List memories with ..."}}
+
+``code`` is a :class:`~gitmem.errors.GitmemError` code, or one of
+``invalid_arguments`` (the input does not match the schema), ``unknown_tool``,
+``not_available`` (this gitmem lacks the Vault method the tool needs) and
+``internal_error`` (a bug; the message names the exception).  ``hint`` is
+always a sentence saying what to do next.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import Identity
+    from ..vault import Vault
+
+__all__ = ["Tool", "ToolContext", "Toolbox", "ToolFailure", "PROFILES", "profile_names", "profile_tools",
+           "export", "validate_arguments", "error_result", "protected_hint", "FORMATS"]
+
+FORMATS = ("openai", "anthropic", "mcp")
+#: profile name -> one-line description (the tools register themselves in ``_REGISTRY``).
+PROFILES: dict[str, str] = {
+    "gitmem": "native gitmem tools: add, read, update, move, delete, search, history, diff, restore, "
+              "compress, archive, merge, reflect, context, links",
+    "files": "memory_read(path?) / memory_write(path, content) over a file tree",
+    "index": "memory_read(topics?) returns MEMORY.md plus topic files",
+    "agentos": "memory_add/update/delete/merge/search/reflect with mt_<uuid> trace ids",
+    "vault": "write_memory with types, importance, dedup and idempotency, + read/search",
+    "fsm": "tiered create/read/update/search, compress_tier, archive_memories, protected context",
+    "claude": "Anthropic's memory tool (memory_20250818): view/create/str_replace/insert/delete/rename "
+              "on /memories",
+}
+_MODULES = {"gitmem": "native", "files": "files", "index": "files",
+            "agentos": "seeds", "vault": "seeds", "fsm": "seeds", "claude": "claude"}
+_REGISTRY: dict[str, dict[str, "Tool"]] = {name: {} for name in PROFILES}
+
+_PERSON = ("ask the person to make the change with the gitmem command line and --force (recorded in the "
+           "commit), e.g. `gitmem edit REF --body '...' --force`, `gitmem mv`, `gitmem rm`, `gitmem archive` "
+           "or `gitmem merge` with --force")
+_HINTS = {
+    "invalid_arguments": "Fix the arguments to match the tool's input schema and call again.",
+    "unknown_tool": "Call one of the tools this server lists.",
+    "not_found": "Check the id or path; search or list memories to find the right one.",
+    "protected": f"Protected memories (goals, rules, constraints) cannot be changed by agent tools; {_PERSON}.",
+    "conflict": "Re-read the current state and retry with a different name or after the other change.",
+    "vault_busy": "Another writer holds the vault; retry in a moment.",
+    "not_available": "This gitmem version lacks the feature; use another tool or upgrade gitmem.",
+    "internal_error": "This is a bug in gitmem, not in your call; try another approach and report it.",
+}
+# What an agent can do about a ``protected`` refusal, per profile.  The exception's own
+# hint ("pass force=True") is for Python and CLI users; agent tools have no force argument.
+_PROTECTED_HINTS = {
+    "gitmem": "Goals, rules and constraints cannot be changed by agent tools. Record new information as a "
+              f"new memory (memory_add), or {_PERSON}.",
+    "agentos": "This trace is a protected goal, rule or constraint kept in gitmem; agent tools cannot "
+               f"change, delete or merge it. Store new information with memory_add, or {_PERSON}.",
+    "vault": "write_memory may supersede or update constraints, but not goals or rules (kept by another "
+             "tool or a person). Write a new memory linked with relationType 'contradicts' or 'refines' "
+             f"instead, or {_PERSON}.",
+    "fsm": "Goals and rules are never compressed or archived: leave them out of the filenames "
+           "(compress_tier never lists them); change them with update_memory. Other protected memories "
+           f"(constraints) cannot be changed by these tools: {_PERSON}.",
+}
+
+
+def protected_hint(profile: str) -> str:
+    """The hint an agent using ``profile`` gets with a ``protected`` error: what it can do."""
+    return _PROTECTED_HINTS.get(profile) or _HINTS["protected"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One agent tool.
+
+    ``handler(ctx, **arguments)`` receives validated arguments (only those
+    given; defaults come from the handler's signature).  ``read_only``,
+    ``destructive`` and ``idempotent`` become the MCP annotations.
+    """
+
+    name: str
+    profile: str
+    description: str
+    schema: dict[str, Any]
+    handler: Callable[..., Any]
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    title: str | None = None
+    anthropic: dict[str, Any] | None = None  # a native Anthropic tool definition, if there is one
+
+    def annotations(self) -> dict[str, Any]:
+        """MCP tool annotations (hints for clients deciding about confirmation)."""
+        return {"title": self.title or self.name.replace("_", " "), "readOnlyHint": self.read_only,
+                "destructiveHint": self.destructive, "idempotentHint": self.idempotent,
+                "openWorldHint": False}
+
+    def to_format(self, fmt: str) -> dict[str, Any]:
+        """The tool's definition in ``openai``, ``anthropic`` or ``mcp`` format."""
+        if fmt == "openai":
+            return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                     "parameters": self.schema}}
+        if fmt == "anthropic":
+            if self.anthropic is not None:
+                return dict(self.anthropic)
+            return {"name": self.name, "description": self.description, "input_schema": self.schema}
+        if fmt == "mcp":
+            return {"name": self.name, "description": self.description, "inputSchema": self.schema,
+                    "annotations": self.annotations()}
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def tool(profile: str, name: str, description: str, schema: dict[str, Any], *, read_only: bool = False,
+         destructive: bool = False, idempotent: bool = False, title: str | None = None,
+         anthropic: dict[str, Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated handler as tool ``name`` of ``profile``."""
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        _REGISTRY[profile][name] = Tool(name, profile, " ".join(description.split()), schema, handler,
+                                        read_only, destructive, read_only or idempotent, title, anthropic)
+        return handler
+    return register
+
+
+# ------------------------------------------------------------------ schemas
+def obj(properties: Mapping[str, dict[str, Any]], required: Iterable[str] = ()) -> dict[str, Any]:
+    """An object schema that refuses unknown keys."""
+    out: dict[str, Any] = {"type": "object", "properties": dict(properties)}
+    req = list(required)
+    if req:
+        out["required"] = req
+    out["additionalProperties"] = False
+    return out
+
+
+def string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def integer(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "integer", "description": description, **extra}
+
+
+def boolean(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "boolean", "description": description, **extra}
+
+
+def strings(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}, "description": description, **extra}
+
+
+def load_profile(profile: str) -> dict[str, Tool]:
+    """The tools of ``profile`` (importing the module that defines them)."""
+    if profile not in PROFILES:
+        raise KeyError(profile)
+    if not _REGISTRY[profile]:
+        from importlib import import_module
+        import_module(f".{_MODULES[profile]}", __package__)
+    return _REGISTRY[profile]
+
+
+def profile_names() -> list[str]:
+    """Every profile name, the native one first."""
+    return list(PROFILES)
+
+
+def profile_tools(profile: str) -> list[Tool]:
+    """The tools of a profile, in definition order."""
+    return list(load_profile(profile).values())
+
+
+def export(profile: str, fmt: str = "openai") -> list[dict[str, Any]]:
+    """Tool definitions of ``profile`` in ``openai``, ``anthropic`` or ``mcp`` format."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return [t.to_format(fmt) for t in profile_tools(profile)]
+
+
+# --------------------------------------------------------------- validation
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+class ToolFailure(Exception):
+    """Raised inside the dispatcher for a structured error result (never leaves it)."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.hint = code, message, hint
+
+
+def _check(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
+    """Problems of ``value`` against the JSON Schema subset gitmem's tools use."""
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = [kind] if isinstance(kind, str) else list(kind)
+        if not any(_TYPES[k](value) for k in kinds):
+            got = "null" if value is None else type(value).__name__.replace("dict", "object").replace(
+                "list", "array").replace("str", "string").replace("bool", "boolean")
+            return [f"{where} must be {' or '.join(kinds)}, got {got}"]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{where} must be one of {', '.join(json.dumps(v) for v in schema['enum'])}, got {json.dumps(value)}"]
+    problems: list[str] = []
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            problems.append(f"{where} must not be empty" if schema["minLength"] == 1
+                            else f"{where} must have at least {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(f"{where} has {len(value):,} characters; the limit is {schema['maxLength']:,}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            problems.append(f"{where} must be >= {schema['minimum']}, got {value}")
+        if "maximum" in schema and value > schema["maximum"]:
+            problems.append(f"{where} must be <= {schema['maximum']}, got {value}")
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            problems.append(f"{where} needs at least {schema['minItems']} item(s), got {len(value)}")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            problems.append(f"{where} allows at most {schema['maxItems']} item(s), got {len(value)}")
+        if "items" in schema:
+            for i, item in enumerate(value):
+                problems += _check(item, schema["items"], f"{where}[{i}]")
+    if isinstance(value, dict) and (schema.get("type") == "object" or "properties" in schema):
+        props = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in value:
+                problems.append(f"{where}.{key} is required" if where != "arguments" else f"'{key}' is required")
+        if schema.get("additionalProperties") is False:
+            extra = sorted(set(value) - set(props))
+            if extra:
+                problems.append(f"unknown argument(s) {', '.join(map(repr, extra))}" if where == "arguments"
+                                else f"{where} has unknown key(s) {', '.join(map(repr, extra))}")
+        for key, sub in props.items():
+            if key in value:
+                problems += _check(value[key], sub, f"'{key}'" if where == "arguments" else f"{where}.{key}")
+    return problems
+
+
+def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> list[str]:
+    """Problems of ``arguments`` against a tool's input schema (empty when valid).
+
+    Self-contained (no jsonschema at run time) for the subset the tools use:
+    ``type`` (also lists), ``enum``, ``properties``, ``required``,
+    ``additionalProperties: false``, ``items``, ``minItems``/``maxItems``,
+    ``minLength``/``maxLength``, ``minimum``/``maximum``.
+    """
+    if not isinstance(arguments, dict):
+        return [f"arguments must be a JSON object, got {type(arguments).__name__}"]
+    return _check(arguments, schema, "arguments")
+
+
+def _usage(t: Tool) -> str:
+    props = t.schema.get("properties", {})
+    required = set(t.schema.get("required", []))
+    parts = [f"{k} ({props[k].get('type', 'any') if isinstance(props[k].get('type', ''), str) else '/'.join(props[k]['type'])}"
+             f"{', required' if k in required else ''})" for k in props]
+    return f"{t.name} takes: {', '.join(parts) or 'no arguments'}."
+
+
+def error_result(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
+    """The structured error every tool returns instead of raising."""
+    return {"error": {"code": code, "message": message,
+                      "hint": hint or _HINTS.get(code) or "Read the message, fix the call and retry."}}
+
+
+# ---------------------------------------------------------------- dispatch
+@dataclass
+class ToolContext:
+    """What a handler gets besides its arguments: the vault and the session's author."""
+
+    vault: "Vault"
+    author: "Identity | None" = None
+    profile: str = "gitmem"
+    state: dict[str, Any] = field(default_factory=dict)
+    #: the session's ``source`` group (``mcp:<start time>-<id>`` in an MCP session): memories
+    #: written without a source of their own get it, so a search ranks them together
+    source: str | None = None
+
+    def conversation(self, source: str | None = None, *, link: bool = True) -> dict[str, Any]:
+        """Frontmatter that ties a memory to the tool session it is written in: its
+        ``source`` (the caller's, else the session's) and ``follows``, the id of the
+        memory the same session wrote before it (``link=False``: none, e.g. for an
+        upsert, which may update an older memory rather than continue the conversation)."""
+        out: dict[str, Any] = {"source": source or self.source}
+        if link and self.state.get("last_written"):
+            out["follows"] = self.state["last_written"]
+        return out
+
+    def wrote(self, memory_id: str | None, status: str = "created") -> None:
+        """Record the memory a write of the tool session created or changed (the next one
+        follows it); a skipped write changes nothing."""
+        if memory_id and status != "skipped":
+            self.state["last_written"] = memory_id
+
+    def need(self, method: str) -> Callable[..., Any]:
+        """The Vault method ``method``, or a ``not_available`` failure if this gitmem lacks it."""
+        found = getattr(self.vault, method, None)
+        if found is None:
+            raise ToolFailure("not_available", f"this gitmem has no Vault.{method}() yet")
+        return found
+
+
+class Toolbox:
+    """A vault, a profile and an agent identity: lists tools and dispatches calls.
+
+    ``vault`` is an open :class:`~gitmem.vault.Vault` or a path (opened here
+    and closed by :meth:`close`).  ``agent`` (``"name"`` or ``"Name
+    <email>"``) is the commit author of every write made through this toolbox.
+    Safe to share between threads (the Vault serialises writes).
+    """
+
+    def __init__(self, vault: "Vault | str | Any", profile: str = "gitmem", *, agent: str | None = None) -> None:
+        from ..config import Identity
+        from ..vault import Vault
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}; use one of {', '.join(PROFILES)}")
+        self._owned = not isinstance(vault, Vault)
+        self.vault: Vault = Vault.open(vault) if self._owned else vault
+        self.profile = profile
+        self.tools = load_profile(profile)
+        author = Identity.parse(agent) if agent else None
+        self.context = ToolContext(self.vault, author, profile)
+        self._sessions: dict[Any, ToolContext] = {}
+
+    def begin_session(self, kind: str = "mcp", key: Any = None) -> ToolContext:
+        """Start a conversation (an MCP session): writes made through the context returned
+        share the source ``<kind>:<start time>-<random id>`` and each follows the one
+        before it.  ``key`` (e.g. an HTTP client's session object) keeps one context per
+        client; None makes it this toolbox's own context."""
+        import uuid
+        from ..memory.schema import iso_now
+        ctx = ToolContext(self.vault, self.context.author, self.profile,
+                          source=f"{kind}:{iso_now(self.vault.clock())}-{uuid.uuid4().hex[:6]}")
+        if key is None:
+            self.context = ctx
+        else:
+            if len(self._sessions) >= _MAX_SESSIONS:        # long-gone clients first
+                self._sessions.pop(next(iter(self._sessions)))
+            self._sessions[key] = ctx
+        return ctx
+
+    def __enter__(self) -> "Toolbox":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the vault if this toolbox opened it."""
+        if self._owned:
+            self.vault.close()
+
+    def names(self) -> list[str]:
+        """The profile's tool names."""
+        return list(self.tools)
+
+    def schemas(self, fmt: str = "openai") -> list[dict[str, Any]]:
+        """The profile's tool definitions in ``openai``, ``anthropic`` or ``mcp`` format."""
+        return export(self.profile, fmt)
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str | None = None, *,
+             session: Any = None) -> Any:
+        """Run tool ``name``; returns its JSON-serialisable result or ``{"error": {...}}``.
+
+        ``arguments`` may be a mapping or a JSON string (as OpenAI sends them).
+        ``session`` names the client's conversation (see :meth:`begin_session`).
+        Never raises (except KeyboardInterrupt/SystemExit).
+        """
+        from ..errors import GitmemError, Protected
+        t = self.tools.get(name)
+        if t is None:
+            return error_result("unknown_tool", f"no tool named {name!r} in profile {self.profile!r}",
+                                f"Tools: {', '.join(self.tools)}.")
+        if arguments is None:
+            arguments = {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                return error_result("invalid_arguments", f"{name}: arguments are not valid JSON ({exc.msg})",
+                                    _usage(t))
+        arguments = dict(arguments) if isinstance(arguments, Mapping) else arguments
+        problems = validate_arguments(t.schema, arguments)
+        if problems:
+            return error_result("invalid_arguments", f"{name}: " + "; ".join(problems[:5]), _usage(t))
+        context = self.context if session is None else (
+            self._sessions.get(session) or self.begin_session(key=session))
+        try:
+            return t.handler(context, **_integers(arguments, t.schema))
+        except ToolFailure as exc:
+            return error_result(exc.code, exc.message, exc.hint)
+        except GitmemError as exc:
+            hint = exc.hint
+            if exc.code == "protected" and hint in (None, Protected.default_hint):
+                hint = protected_hint(self.profile)  # no tool has a force argument to pass
+            return error_result(exc.code, exc.message, hint)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the promise: tools never raise to the agent
+            return error_result("internal_error", f"{name} failed: {type(exc).__name__}: {exc}")
+
+    def call_text(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> tuple[str, bool]:
+        """Like :meth:`call`, rendered for a model: (text, is_error).
+
+        Text results are returned as they are; others as JSON.  An error is
+        its message plus the hint (the ``claude`` profile: the message alone,
+        the exact text Anthropic's memory tool gives).
+        """
+        result = self.call(name, arguments)
+        return render_result(result, self.profile)
+
+
+_MAX_SESSIONS = 256     # conversations an HTTP server keeps apart (the oldest is forgotten)
+
+
+def render_result(result: Any, profile: str = "gitmem") -> tuple[str, bool]:
+    """A tool result as (text, is_error) for a model's tool_result message."""
+    if isinstance(result, dict) and set(result) == {"error"} and isinstance(result["error"], dict):
+        err = result["error"]
+        if profile == "claude":
+            return str(err["message"]), True
+        return json.dumps(result, ensure_ascii=False), True
+    if isinstance(result, str):
+        return result, False
+    return json.dumps(result, ensure_ascii=False), False
+
+
+def _integers(arguments: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON has one number type: turn 3.0 into 3 where the schema says integer."""
+    props = schema.get("properties", {})
+    out = {}
+    for key, value in arguments.items():
+        if isinstance(value, float) and props.get(key, {}).get("type") == "integer":
+            value = int(value)
+        out[key] = value
+    return out
+
+
+def handler_parameters(t: Tool) -> tuple[set[str], set[str]]:
+    """(every keyword parameter, the required ones) of a tool's handler, for tests."""
+    sig = inspect.signature(t.handler)
+    params = [p for p in list(sig.parameters.values())[1:]]
+    return ({p.name for p in params}, {p.name for p in params if p.default is inspect.Parameter.empty})

@@ -1,0 +1,132 @@
+"""``gitmem import FORMAT SOURCE`` and ``gitmem export jsonl|folder``.
+
+Registered in :mod:`gitmem.cli.main`; the work is done by :mod:`gitmem.exchange.importing`
+and :mod:`gitmem.exchange.exporting` through the Vault's ``import_from`` and ``export_*``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from .common import emit, json_option, open_vault
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..exchange.importing import ImportReport
+
+__all__ = ["import_command", "export"]
+
+# The names are spelled out here so `gitmem --help` does not load the readers.
+FORMAT_NAMES = ("markdown", "mcp-memory", "agent-rules", "chatgpt", "claude")
+
+
+@click.command(name="import")
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(FORMAT_NAMES))
+@click.argument("source", type=click.Path())
+@click.option("--dry-run", is_flag=True, help="Only list what would be created, updated or skipped.")
+@click.option("--tier", help="Tier for new memories (default: long_term; mid_term for conversations).")
+@click.option("--force", is_flag=True, help="Let changed sources update protected memories (rules ...).")
+@json_option
+@click.pass_context
+def import_command(ctx: click.Context, fmt: str, source: str, dry_run: bool, tier: str | None, force: bool,
+                   as_json: bool) -> None:
+    """Import memories from another tool in ONE commit; re-running it creates nothing new.
+
+    \b
+    FORMAT and SOURCE:
+      markdown     a folder of Markdown notes (Obsidian vault, Basic Memory project)
+      mcp-memory   the MCP memory server's memory.jsonl
+      agent-rules  CLAUDE.md, AGENTS.md, .cursorrules, .cursor/rules/*.mdc, a project
+                   folder holding them, or a Claude Code memory folder
+      chatgpt      ChatGPT's conversations.json, the unpacked export or its .zip
+      claude       Claude's conversations.json, the unpacked export or its .zip
+
+    Each memory keeps a `source` key: an item whose source changed is updated,
+    an unchanged one skipped. An item the write checks refuse (a secret, under
+    the vault's `secrets: refuse`) is skipped and listed; the rest is imported.
+
+    \b
+    Example:
+      gitmem import chatgpt ~/Downloads/chatgpt-export.zip --dry-run
+      gitmem import agent-rules ~/code/my-project
+    """
+    vault = open_vault(ctx)
+    kwargs = {"dry_run": dry_run, "tier": tier, "force": force}
+    if not as_json and sys.stderr.isatty():
+        with click.progressbar(length=1, label="importing", file=sys.stderr) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - bar.pos)
+            report = vault.import_from(fmt, source, progress=progress, **kwargs)
+    else:
+        report = vault.import_from(fmt, source, **kwargs)
+    emit(report.to_dict(), as_json, lambda: _import_text(report))
+
+
+def _import_text(report: "ImportReport") -> str:
+    counts = report.counts()
+    if report.dry_run:
+        head = (f"dry run: would create {counts['created']}, update {counts['updated']}; "
+                f"{counts['unchanged']} unchanged, {counts['skipped']} skipped (nothing committed)")
+    else:
+        head = (f"imported {report.format} from {report.source}: {counts['created']} created, "
+                f"{counts['updated']} updated, {counts['unchanged']} unchanged, {counts['skipped']} skipped")
+        head += f"  (commit {report.commit[:7]})" if report.commit else "  (no commit: nothing changed)"
+    lines = [head]
+    for entry in report.entries:
+        if entry.action == "unchanged" and not entry.reason:
+            continue
+        where = f"  {entry.path}" if entry.path else ""
+        why = f"  ({entry.reason})" if entry.reason else ""
+        lines.append(f"{entry.action:<9} {entry.source}{where}  {entry.title}{why}")
+    return "\n".join(lines)
+
+
+@click.group()
+def export() -> None:
+    """Export the vault's memories: one JSON line each, or a plain folder of files.
+
+    \b
+    Example:
+      gitmem export jsonl --out memories.jsonl
+      gitmem export folder ~/memories-export
+    """
+
+
+@export.command(name="jsonl")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="Write to FILE (default: stdout).")
+@json_option
+@click.pass_context
+def export_jsonl(ctx: click.Context, out: str | None, as_json: bool) -> None:
+    """One memory per line: path, every frontmatter field, body (stable key order).
+
+    \b
+    Example:
+      gitmem export jsonl > memories.jsonl
+      gitmem export jsonl --out memories.jsonl --json
+    """
+    vault = open_vault(ctx)
+    if out is None:
+        vault.export_jsonl(click.get_text_stream("stdout"))
+        return
+    count = vault.export_jsonl(out)
+    emit({"path": out, "exported": count}, as_json, f"exported {count} memories to {out}")
+
+
+@export.command(name="folder")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Write into a folder that is not empty (same names are replaced).")
+@json_option
+@click.pass_context
+def export_folder(ctx: click.Context, directory: str, force: bool, as_json: bool) -> None:
+    """Write each memory to DIRECTORY/<tier>/<file name>.md (no hash folders).
+
+    \b
+    Example:
+      gitmem export folder ~/memories-export
+    """
+    vault = open_vault(ctx)
+    result = vault.export_folder(directory, force=force)
+    emit(result.to_dict(), as_json, f"exported {len(result.files)} memories to {result.path}")

@@ -1,0 +1,422 @@
+"""``gitmem doctor``: check a vault's health, and repair what git can repair.
+
+Checks (each a :class:`Finding`):
+
+* ``frontmatter``: memory files whose frontmatter cannot be parsed or is not
+  UTF-8 (they stay readable as plain Markdown; gitmem never rewrites them);
+* ``metadata``: parsed frontmatter with invalid values (unknown type, a tier
+  that disagrees with the folder, ...); duplicate ids;
+* ``index``: search-index entries missing, stale or left over;
+* ``worktree``: memory files changed on disk but not committed;
+* ``git-index``: ``.git/index`` out of step with HEAD (``git status`` noise);
+* ``temp-files``: temp files left by an interrupted write;
+* ``fsck``: repository integrity (``git fsck`` when git is installed, else a
+  dulwich check of every object reachable from HEAD);
+* ``catalog``: gitmem's SQLite cache readable, in step with the files and
+  with history (the memory -> commits table);
+* ``git-locks``: lock files a killed git or gitmem process left in ``.git``
+  (``index.lock``, ``refs/**.lock``, per-object ``.lock``), older than a minute;
+* ``recovery``: what crash recovery did (``.git/gitmem/recovery.log``; an
+  interrupted write is finished automatically by the next process that takes
+  the vault lock, see :mod:`gitmem.store.recovery`);
+* ``secrets``: memory files holding what looks like a secret (files a person
+  saved are committed as they are; this is where they are reported);
+* ``memory-index``: ``MEMORY.md`` out of date (after a ``git pull`` or a commit
+  made with the git CLI); repaired by a commit that regenerates it.
+
+``repair=True`` fixes: the search index (re-index the differing files),
+``.git/index``, leftover temp files, the catalog (rebuilt from the files and
+history), stale lock files and ``MEMORY.md``.  It never edits a memory file and never
+rewrites history; it says what it did.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..store import safefs
+from ..errors import InvalidInput
+from ..memory.markdown import parse_text
+from ..memory.schema import clean_metadata, derive
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..vault import Vault
+
+__all__ = ["Finding", "diagnose"]
+
+
+@dataclass
+class Finding:
+    """The result of one check."""
+
+    check: str
+    ok: bool
+    summary: str
+    paths: list[str] = field(default_factory=list)
+    details: dict[str, str] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"check": self.check, "ok": self.ok, "summary": self.summary}
+        if self.paths:
+            out["paths"] = self.paths
+        if self.details:
+            out["details"] = self.details
+        if self.repaired:
+            out["repaired"] = self.repaired
+        return out
+
+
+def diagnose(vault: "Vault", *, repair: bool = False) -> list[Finding]:
+    """Run every check (and optional repairs); returns the findings in order."""
+    with vault.lock.hold():
+        catalog = _catalog(vault, repair)
+        locks = _git_locks(vault, repair)  # first: a stale index.lock would block the index repair
+        vault.scan()
+        return [_frontmatter(vault), _metadata(vault), _index(vault, repair), _worktree(vault),
+                _git_index(vault, repair), _temp_files(vault, repair), _fsck(vault), catalog,
+                locks, _recovery(vault), _secrets(vault), _memory_index(vault, repair), _links(vault),
+                _held_config(vault)]
+
+
+def _frontmatter(vault: "Vault") -> Finding:
+    bad = {row.path: row.problem for row in vault.catalog.all_rows() if row.problem}
+    return Finding("frontmatter", not bad,
+                   f"{len(bad)} file(s) with unparseable frontmatter (indexed as plain Markdown)"
+                   if bad else "all frontmatter parses", sorted(bad), bad)
+
+
+def _metadata(vault: "Vault") -> Finding:
+    """Parsed frontmatter with bad values (each named by its field), tiers that disagree
+    with the folder, duplicate ids.  Such files are read with safe defaults (see
+    :func:`gitmem.memory.schema.sanitize_metadata`) and are never rewritten to fix them."""
+    details: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    tiers = tuple(vault.config.tiers)
+    for row in vault.catalog.all_rows():
+        found: list[str] = []
+        if not row.problem:  # unparseable files are the frontmatter check's
+            data = safefs.read_or_none(vault.root, row.path)
+            if data is None:
+                continue  # removed since the scan
+            try:
+                parsed = parse_text(data.decode("utf-8", "replace"))
+                problems: list[Any] = []
+                meta = derive(row.path, parsed.meta, parsed.body, tiers=tiers, problems=problems)
+                found = [str(p) for p in problems]
+                try:
+                    clean_metadata(meta, tiers=tiers)  # derive's output passes; a failure is a gitmem bug
+                except InvalidInput as exc:
+                    found.append(exc.message)
+                written_tier, folder = parsed.meta.get("tier"), row.path.split("/", 1)[0]
+                if (isinstance(written_tier, str) and written_tier and written_tier != folder
+                        and not any(f.startswith("tier:") for f in found)):
+                    found.append(f"tier: frontmatter says tier {written_tier[:60]!r} but the file "
+                                 f"is in {folder}/")
+            except Exception as exc:  # noqa: BLE001 - one odd file must not stop the doctor
+                found.append(f"could not be checked ({type(exc).__name__})")
+        if row.id in seen:
+            found.append(f"duplicate id {row.id} (also in {seen[row.id]})")
+        seen.setdefault(row.id, row.path)
+        if found:
+            text = "; ".join(found)
+            details[row.path] = text if len(text) <= 1000 else text[:999] + "\u2026"
+    return Finding("metadata", not details,
+                   f"{len(details)} file(s) with invalid metadata (read with safe defaults; "
+                   "gitmem does not rewrite them)" if details else "metadata is valid",
+                   sorted(details), details)
+
+
+def _index(vault: "Vault", repair: bool) -> Finding:
+    index = vault.index  # opening catches up; so compare again to report what is still off
+    on_disk = vault.catalog.hashes()
+    indexed = index.indexed()
+    missing = sorted(p for p in on_disk if p not in indexed)
+    stale = sorted(p for p in on_disk if p in indexed and indexed[p] != on_disk[p])
+    extra = sorted(p for p in indexed if p not in on_disk)
+    details = {**{p: "not indexed" for p in missing}, **{p: "indexed content is stale" for p in stale},
+               **{p: "indexed but no such file" for p in extra}}
+    finding = Finding("index", not details,
+                      f"{len(details)} search-index entr(y/ies) out of date" if details
+                      else f"search index matches the files ({len(on_disk)} memories)",
+                      sorted(details), details)
+    if details and repair:
+        report = vault.refresh()
+        finding.repaired = report.indexed + report.removed
+    return finding
+
+
+def _worktree(vault: "Vault") -> Finding:
+    changes = vault.outside_changes()
+    paths = [c.path for c in changes]
+    return Finding("worktree", not paths,
+                   f"{len(paths)} memory file(s) changed but not committed "
+                   "(gitmem watch commits them, or run git commit)" if paths else "no uncommitted memory changes",
+                   paths)
+
+
+def _git_index(vault: "Vault", repair: bool) -> Finding:
+    """``.git/index`` against HEAD, and every blob it names must exist.
+
+    An index naming a blob that is gone (a purge or prune killed part-way) makes
+    ``git fsck`` report a missing blob and ``git status`` show ``AD``; the
+    per-path repair cannot fix that, so ``--repair`` rebuilds the whole index
+    from HEAD (:meth:`GitStore.rebuild_index_from_head`).
+    """
+    vault.git.flush_index()
+    head_files = vault.git.list_tree(vault.git.head())
+    index = vault.git.repo.open_index()
+    missing = _index_missing_blobs(vault)
+    off = sorted(path for path, sha in head_files.items()
+                 if path.encode() not in index or index[path.encode()].sha != sha)
+    paths = sorted(set(off) | set(missing))
+    details = {path: f"names blob {sha}, which is not in the repository" for path, sha in missing.items()}
+    if missing:
+        summary = (f".git/index names {len(missing)} missing blob(s) (git fsck reports them, "
+                   "git status is wrong)")
+    elif off:
+        summary = f".git/index disagrees with HEAD for {len(off)} file(s) (git status shows them)"
+    else:
+        summary = ".git/index matches HEAD"
+    finding = Finding("git-index", not paths, summary, paths, details)
+    if paths and repair:
+        try:
+            finding.repaired = (vault.git.rebuild_index_from_head() if missing
+                                else vault.git.repair_index())
+        except Exception as exc:  # noqa: BLE001 - e.g. a running git command holds index.lock
+            finding.summary += f" (not repaired: {type(exc).__name__}; is a git command running?)"
+    return finding
+
+
+def _index_missing_blobs(vault: "Vault") -> dict[str, str]:
+    """Paths whose ``.git/index`` entry names a blob the object store does not have."""
+    store = vault.git.repo.object_store
+    missing: dict[str, str] = {}
+    for path, entry in vault.git.repo.open_index().iteritems():
+        sha = getattr(entry, "sha", None)  # a conflicted entry has stages, not one sha
+        if sha is None or (entry.mode & 0o170000) == 0o160000:  # a submodule names a commit
+            continue
+        if sha not in store:
+            missing[path.decode("utf-8", "surrogateescape")] = sha.decode()
+    return missing
+
+
+def _temp_files(vault: "Vault", repair: bool) -> Finding:
+    leftovers = [name for name in safefs.listdir(vault.root, "") if safefs.TEMP_MARK in name]
+    for top in safefs.listdir(vault.root, ""):
+        if top != ".git" and safefs.is_dir(vault.root, top):
+            leftovers += [rel for rel, _ in safefs.walk_files(vault.root, top, skip_dir=lambda d: d == ".git")
+                          if safefs.TEMP_MARK in rel.rsplit("/", 1)[-1]]
+    return _removable(vault, "temp-files", leftovers, "temp file(s) from interrupted writes",
+                      "no leftover temp files", repair)
+
+
+def _removable(vault: "Vault", check: str, rels: list[str], problem: str, fine: str,
+               repair: bool) -> Finding:
+    """A finding listing leftover files (vault-relative) that ``--repair`` deletes."""
+    finding = Finding(check, not rels, f"{len(rels)} {problem}" if rels else fine, sorted(rels))
+    if rels and repair:
+        for rel in rels:
+            if rel.startswith(".git/"):  # git's own lock files, outside the work tree
+                (vault.root / rel).unlink(missing_ok=True)
+                continue
+            try:
+                safefs.remove(vault.root, rel, prune=False)
+            except InvalidInput:  # a link planted on the way: never followed
+                continue
+        finding.repaired = sorted(rels)
+    return finding
+
+
+def _fsck(vault: "Vault") -> Finding:
+    git = shutil.which("git")
+    if git:
+        result = subprocess.run([git, "fsck", "--no-progress", "--no-dangling"], cwd=vault.root,
+                                capture_output=True, text=True, check=False)
+        text = (result.stdout + result.stderr).strip()
+        return Finding("fsck", result.returncode == 0 and not text,
+                       "git fsck: repository is valid" if result.returncode == 0 and not text
+                       else f"git fsck reported problems: {text[:500]}")
+    problems = []
+    head = vault.git.head()
+    if head is not None:
+        store = vault.git.repo.object_store
+        for sha in vault.git.walk_new(None, head):
+            commit = vault.git.commit(sha)
+            try:
+                commit.check()
+                for entry in store.iter_tree_contents(commit.tree):
+                    store[entry.sha].check()
+            except Exception as exc:  # noqa: BLE001 - any corruption is a finding
+                problems.append(f"{sha.decode()[:8]}: {exc}")
+                break
+    return Finding("fsck", not problems, "objects reachable from HEAD are valid (dulwich check)"
+                   if not problems else f"corrupt objects: {'; '.join(problems)}")
+
+
+def _catalog(vault: "Vault", repair: bool) -> Finding:
+    """The catalog cache: readable, rows in step with the files, history with HEAD.
+
+    Rows and history are caches every read catches up lazily, so being behind
+    is reported (and caught up) but is not a failure; a damaged database is
+    (it is also dropped and rebuilt whenever a Vault opens it).
+    """
+    import sqlite3
+    try:
+        ok_db = vault.catalog.db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        changed = _stale_rows(vault)
+    except sqlite3.DatabaseError:
+        ok_db, changed = False, []
+    if not ok_db:
+        finding = Finding("catalog", False, "the catalog database is damaged")
+        if repair:
+            vault.catalog.db.execute("DELETE FROM files")
+            vault.catalog.reset_touches()
+            vault.scan()
+            vault.sync_history()
+            finding.repaired = ["rebuilt .git/gitmem/catalog.sqlite from the files and history"]
+        return finding
+    behind = vault.sync_history()
+    parts = []
+    if changed:
+        parts.append(f"re-read {len(changed)} file(s) changed since it last looked")
+    if behind:
+        parts.append(f"recorded the memories touched by {behind} new commit(s)")
+    return Finding("catalog", True, "catalog caught up: " + "; ".join(parts) if parts
+                   else "catalog matches the files and history", changed[:20])
+
+
+def _stale_rows(vault: "Vault") -> list[str]:
+    known = {path: vault.catalog.stat_of(path) for path in vault.catalog.hashes()}
+    disk = vault._disk_files()  # noqa: SLF001 - the doctor compares the cache with the disk
+    stale = [p for p, st in disk.items() if known.get(p) != (st.st_mtime_ns, st.st_size)]
+    return sorted(stale + [p for p in known if p not in disk])
+
+
+_LOCK_AGE = 60.0  # seconds: git holds its locks for milliseconds, an editor-open commit for longer
+
+
+def _git_locks(vault: "Vault", repair: bool) -> Finding:
+    """Lock files in .git that no live process is using (older than a minute)."""
+    import time
+    git_dir = vault.git.git_dir
+    candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
+    for folder, _, files in os.walk(git_dir / "refs"):
+        candidates += [os.path.join(folder, f) for f in files if f.endswith(".lock")]
+    objects = git_dir / "objects"
+    for sub in os.listdir(objects) if objects.is_dir() else []:
+        if len(sub) == 2 and (objects / sub).is_dir():
+            candidates += [objects / sub / f for f in os.listdir(objects / sub) if f.endswith(".lock")]
+    now = time.time()
+    stale = []
+    for path in map(str, candidates):
+        try:
+            if now - os.stat(path).st_mtime > _LOCK_AGE:
+                stale.append(os.path.relpath(path, vault.root))
+        except OSError:
+            continue
+    return _removable(vault, "git-locks", stale, "stale lock file(s) in .git (they block git commands)",
+                      "no stale lock files in .git", repair)
+
+
+def _recovery(vault: "Vault") -> Finding:
+    """What crash recovery did (informational: recovery itself is automatic)."""
+    log = vault.state_dir / "recovery.log"
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    return Finding("recovery", True,
+                   f"{len(lines)} crash-recovery action(s) recorded (.git/gitmem/recovery.log), latest:"
+                   if lines
+                   else "no interrupted writes recovered", lines[-5:])
+
+
+def _secrets(vault: "Vault") -> Finding:
+    """Memory files holding what looks like a secret (a person's edits are committed as saved)."""
+    from ..memory.secrets import policy_of, scan_text
+    if policy_of(vault.config) == "allow":
+        return Finding("secrets", True, "not checked (secrets: allow in .gitmem.yaml)")
+    details: dict[str, str] = {}
+    for row in vault.catalog.all_rows():
+        data = safefs.read_or_none(vault.root, row.path)
+        if data is None:
+            continue
+        found = scan_text(data.decode("utf-8", "replace"))
+        if found:
+            details[row.path] = ", ".join(sorted({f.kind for f in found}))
+    return Finding("secrets", not details,
+                   f"{len(details)} memory file(s) look like they contain a secret (redact them; "
+                   "'gitmem purge ID' removes one from history)" if details
+                   else "no secrets found in memory files", sorted(details), details)
+
+
+def _links(vault: "Vault") -> Finding:
+    """Symbolic links in the tier folders (or as MEMORY.md / .gitmem.yaml): refused,
+    never read, followed or committed."""
+    links = vault.refused_links()
+    return Finding("links", not links,
+                   f"{len(links)} symbolic link(s) or non-UTF-8 file name(s) refused: gitmem never reads, "
+                   "follows or commits them (replace each link with a real file or folder; rename the "
+                   "file)" if links
+                   else "no symbolic links in the vault", links)
+
+
+def _held_config(vault: "Vault") -> Finding:
+    """Safety settings a sync brought in weaker form and that nobody accepted yet."""
+    held = vault.pending_config()
+    details = {key: f"kept {entry['kept']!r}; .gitmem.yaml says {entry['file']!r}"
+               for key, entry in held.items()}
+    return Finding("config", not held,
+                   f"{len(held)} weaker safety setting(s) from a sync held back: review them, then "
+                   "'gitmem config accept'" if held else "no safety settings held back", sorted(held), details)
+
+
+def _memory_index(vault: "Vault", repair: bool) -> Finding:
+    """MEMORY.md against the memories.  Behind only because memories were committed
+    with git (``git commit``, ``git pull``) since gitmem last generated it is a
+    notice (ok): the next gitmem write regenerates it.  Edited by hand (on disk or
+    in the last commit that changed it) or missing is a failure."""
+    import re
+    from ..write.memory_md import MEMORY_INDEX
+    if not vault.config.memory_index:
+        return Finding("memory-index", True, "MEMORY.md is turned off (memory_index: false)")
+    want = vault.render_memory_index()
+    head = vault.git.head()
+    committed = vault.git.read_at(head, MEMORY_INDEX) if head else None
+    on_disk = safefs.read_or_none(vault.root, MEMORY_INDEX)
+    if committed == want and on_disk == want:
+        return Finding("memory-index", True, "MEMORY.md is up to date")
+
+    def last_change_by_gitmem() -> bool:
+        """Was MEMORY.md, as in HEAD, last written by a gitmem commit (not by hand)?"""
+        sha, blob, seen = head, vault.git.blob_sha_at(head, MEMORY_INDEX), 0
+        while sha is not None and seen < 500:
+            commit = vault.git.commit(sha)
+            parent = commit.parents[0] if commit.parents else None
+            if parent is None or vault.git.blob_sha_at(parent, MEMORY_INDEX) != blob:
+                message = commit.message.decode("utf-8", "replace")
+                return (re.search(r"^Op: *\S+", message, re.MULTILINE) is not None
+                        and "(outside edit" not in message.split("\n", 1)[0])
+            sha, seen = parent, seen + 1
+        return False
+
+    regenerate = ("run gitmem doctor --repair, or any write regenerates it")
+    if on_disk is not None and on_disk == committed and last_change_by_gitmem():
+        finding = Finding("memory-index", True, "MEMORY.md is behind memories committed with git "
+                          f"since gitmem generated it (notice: {regenerate})", [MEMORY_INDEX])
+    elif on_disk is None:
+        finding = Finding("memory-index", False, f"MEMORY.md is missing ({regenerate})", [MEMORY_INDEX])
+    else:
+        finding = Finding("memory-index", False, "MEMORY.md does not match the memories: it was "
+                          f"edited by hand ({regenerate})", [MEMORY_INDEX])
+    if repair:
+        # An empty change set: the commit path regenerates MEMORY.md (and first keeps a
+        # person's uncommitted edit of it in history).
+        vault._commit([], "index: regenerate MEMORY.md", "index", [])  # noqa: SLF001
+        finding.repaired = ["MEMORY.md regenerated (one commit)"]
+    return finding

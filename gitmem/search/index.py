@@ -1,0 +1,868 @@
+"""Full-text search over memories: a Whoosh index that is only ever a rebuildable cache.
+
+The only module of gitmem that imports :mod:`whoosh`: the schema and analysis, opening,
+stamping and recreating the index, writing and merging segments, metadata filters.  The
+vault feeds it :class:`IndexDoc` objects and asks :meth:`SearchIndex.search`; the query
+language is parsed (and documented) in :mod:`gitmem.search.query`, queries are evaluated
+and ranked from the postings in :mod:`gitmem.search.rank`, and snippets are cut in
+:mod:`gitmem.search.snippet` (none of them imports Whoosh).  Plain text never fails: what
+is not valid syntax is read as text (:func:`gitmem.search.query.parse_query`).
+
+Ranking (each piece measured with ``bench/retrieval.py``): one positional ``text`` field
+holds title, tags/entities, author, body and context (the text of the memory it follows,
+low weight), tag words weighing double (true BM25F, ``B=0.25``, Porter2 stemming); the
+month and year of ``created`` and the author (``agent``, ``SearchConfig.agent_boost``) add
+to the score of documents the words matched; the group prior and the natural-query policy
+are in :mod:`gitmem.search.rank`.
+
+Statuses archived, deleted and superseded are hidden unless ``include_inactive`` or an
+explicit ``status:`` filter.  Whoosh's exceptions never leave this module: a bad
+``filters=`` argument or paging value is :class:`InvalidQuery`, anything else
+:class:`StorageError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import heapq
+import threading
+import time
+import warnings
+from itertools import accumulate
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Collection, Any
+
+import whoosh.index
+from whoosh import formats, query as wq, scoring
+from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
+from whoosh.analysis.analyzers import STOP_WORDS
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3LeafMatcher, W3PostingsWriter
+from whoosh.columns import NumericColumn, VarBytesColumn
+from whoosh.filedb.filestore import FileStorage, RamStorage
+from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
+from whoosh.lang import stemmer_for_language
+from whoosh.lang.porter import stem as porter_stem
+from whoosh.reading import SegmentReader
+from whoosh.writing import CLEAR, OPTIMIZE
+
+from gitmem.search import query as sq
+from gitmem.errors import InvalidQuery, StorageError
+from gitmem.search.rank import PREFIX_EXPANSION_LIMIT, Ranker, blocks, hit
+from gitmem.search.rank import TEXT as TEXT_FIELD
+from gitmem.search.documents import (IndexDoc, index_fields, merge_group, read_json, whoosh_version,
+                               write_json_atomic)
+from gitmem.search.snippet import WORD_PATTERN, Snippeter
+from gitmem.search.query import SearchConfig, SearchHit, SearchPage   # part of this API
+
+__all__ = ["IndexDoc", "SearchHit", "SearchPage", "SearchIndex", "SearchConfig", "VersionIndex",
+           "version_key",
+           "PREFIX_EXPANSION_LIMIT", "INACTIVE_STATUSES"]
+
+INACTIVE_STATUSES = ("archived", "deleted", "superseded")
+SCHEMA_VERSION = 7                   # bump when the schema or the analysis changes
+_INDEX_NAME = "MAIN"
+_STAMP, _STATE = "gitmem-stamp.json", "gitmem-state.json"
+
+
+# The postings codec: Whoosh's W3 layout (blocks of 128 postings) with cheaper blocks.
+# Whoosh pickles a block as delta-encoded ids, float weights and one bytes object per
+# value (~400 objects and a generator per block: most of a phrase query's time); here
+# ids, weights and value lengths are machine arrays and the values one string, so reading
+# a block is a few C calls.  Uncompressed (zlib was half the cost of reading a common
+# word).  One-posting terms (all of a write's one-document segment) are inlined in the
+# term table.  Segments record their codec: plain W3 segments stay readable.
+
+
+class _PostingsWriter(W3PostingsWriter):
+    def _mini_ids(self) -> Any:
+        return super()._mini_ids() if self._byteids else self._ids.tobytes()
+
+    def _mini_weights(self) -> Any:
+        return None if all(w == 1.0 for w in self._weights) else self._weights.tobytes()
+
+    def finish_postings(self) -> Any:
+        # Inlining, done here: whoosh-reloaded's own path calls ``set_inline``, a misnaming
+        # of ``W3TermInfo.set_inlined``.  Value-less postings get b"" each: an inlined
+        # list without values reads back as "" (a str), which a segment merge rejects.
+        if self.written() or len(self) >= self._inlinelimit:
+            return super().finish_postings()
+        info, self._terminfo = self._terminfo, None
+        info.add_block(self)
+        values = self._values if len(self._values) == len(self._ids) else [b""] * len(self._ids)
+        info.set_inlined(self._ids, self._weights, values)
+        return info
+
+    def _mini_values(self) -> Any:
+        size, values = self._format.fixed_value_size(), self._values
+        if (size is None or size < 0) and values and len(values) == len(self._ids):
+            return array("I", map(len, values)).tobytes() + b"".join(values)
+        return super()._mini_values()
+
+
+class _LeafMatcher(W3LeafMatcher):
+    def _read_ids(self) -> None:
+        if self._data is None:
+            self._read_data()
+        ids = self._data[0]
+        self._ids = array("I", ids) if isinstance(ids, bytes) and not self._byteids else ids
+
+    def _read_weights(self) -> None:
+        if self._data is None:
+            self._read_data()
+        ws = self._data[1]
+        self._weights = (array("f", (1.0,)) * self._blocklength if ws is None
+                         else array("f", ws) if isinstance(ws, bytes) else ws)
+
+    def _packed(self) -> tuple[bytes, list[int]] | None:
+        """The block's values string and each value's end offset, if this codec packed
+        them (variable-size values); None for blocks in Whoosh's own layout."""
+        if self._data is None:
+            self._read_data()
+        vs, n, fixed = self._data[2], self._blocklength, self._fixedsize
+        if not isinstance(vs, bytes) or not (fixed is None or fixed < 0):
+            return None
+        return vs, list(accumulate(array("I", vs[:4 * n]), initial=4 * n))
+
+    def _read_values(self) -> None:
+        packed = self._packed()
+        if packed is None:
+            super()._read_values()
+        else:
+            vs, ends = packed
+            self._values = tuple(map(vs.__getitem__, map(slice, ends, ends[1:])))
+
+    def values_at(self, at: Sequence[int]) -> list[bytes]:
+        """The values of the postings at these indexes of the current block, without
+        cutting out the others (a phrase needs the positions of a few documents)."""
+        packed = self._packed()
+        if packed is None:
+            self._read_values()
+            return [self._values[i] for i in at]
+        vs, ends = packed
+        return list(map(vs.__getitem__, map(slice, map(ends.__getitem__, at),
+                                            map(ends.__getitem__, map((1).__add__, at)))))
+
+
+class _FieldWriter(W3FieldWriter):
+    def add_postings(self, schema: Any, lengths: Any, items: Any) -> None:
+        # Whoosh looks up a document's field length once per posting, and each lookup
+        # checks that the length column's file exists (a stat, ~7 us): remembered here,
+        # a reindex spends its time indexing rather than in stat calls.
+        super().add_postings(schema, _KnownLengths(lengths) if lengths else lengths, items)
+
+
+class _KnownLengths:
+    def __init__(self, lengths: Any) -> None:
+        self._lengths: Any = lengths
+        self._known: dict[str, dict[int, int]] = {}
+
+    def doc_field_length(self, docnum: int, fieldname: str, default: int = 0) -> int:
+        known = self._known.get(fieldname)
+        if known is None:
+            known = self._known[fieldname] = {}
+        value = known.get(docnum)
+        if value is None:
+            value = known[docnum] = self._lengths.doc_field_length(docnum, fieldname, default)
+        return value
+
+
+class _Codec(W3Codec):
+    def field_writer(self, storage: Any, segment: Any) -> Any:
+        return _FieldWriter(self, storage, segment)
+
+    def postings_writer(self, dbfile: Any, byteids: bool = False) -> Any:
+        return _PostingsWriter(dbfile, blocklimit=self._blocklimit, byteids=byteids,
+                               compression=self._compression, inlinelimit=self._inlinelimit)
+
+    def postings_reader(self, dbfile: Any, terminfo: Any, format_: Any, term: Any = None,
+                        scorer: Any = None) -> Any:
+        if terminfo.is_inlined():
+            return super().postings_reader(dbfile, terminfo, format_, term, scorer)
+        offset, length = terminfo.extent()
+        return _LeafMatcher(dbfile, offset, length, format_, term=term, scorer=scorer)
+
+
+class _Storage(FileStorage):
+    """The index folder; a small write (``small_writes``) keeps Whoosh's scratch files in
+    memory instead of a temporary folder of files created and deleted per commit."""
+
+    small_writes = False
+
+    def temp_storage(self, name: str | None = None) -> Any:
+        return RamStorage() if self.small_writes else super().temp_storage(name)
+
+
+_CODEC = _Codec(compression=0, inlinelimit=2)
+
+
+class _Or(wq.Or):
+    """An Or that always uses the binary union matcher: whoosh-reloaded 2.7.5's preloaded
+    Or matcher returns a wrong top-k when an Or nests in an Or and a limit is given."""
+    matcher_type = wq.Or.DEFAULT_MATCHER
+
+
+def _or(items: list) -> Any:
+    return items[0] if len(items) == 1 else _Or(items)
+
+
+MAX_WORD_CHARS = 100
+
+
+class _Analysis:
+    """One tokenisation shared by indexing, querying and snippets."""
+
+    def __init__(self, cfg: SearchConfig) -> None:
+        self.stop = frozenset(STOP_WORDS | {"i", "s", "t", "d", "ll", "m", "re", "ve"})
+        words = RegexTokenizer(WORD_PATTERN)
+        # A "word" over 100 characters is never something to search for, and stemming one
+        # of a megabyte (a hostile or broken file) would take minutes: such tokens are dropped.
+        self.base = words | LowercaseFilter() | StopFilter(stoplist=self.stop, minsize=1, maxsize=MAX_WORD_CHARS)
+        raw = {"porter2": stemmer_for_language("en"), "porter": porter_stem}.get(cfg.stemmer)
+        self.stem: Callable[[str], str] = functools.lru_cache(100_000)(raw) if raw else str
+        self.text = self.base | StemFilter(stemfn=raw) if raw else self.base
+
+    def tokens(self, text: str) -> list[str]:
+        return [t.text for t in self.base(text)]
+
+    def stems(self, text: str) -> list[str]:
+        return [self.stem(t) for t in self.tokens(text)]
+
+    def key(self, word: str) -> str:
+        """The term a lower-case word of a text is indexed as (stop words: themselves)."""
+        return word if word in self.stop else self.stem(word)
+
+
+
+if array("I").itemsize != 4:  # pragma: no cover - every platform Python supports today
+    raise ImportError("gitmem.search.index needs 4-byte unsigned ints in array('I')")
+
+
+class _ArrayPositions(formats.Positions):
+    """Positions stored as a machine array of 32-bit integers instead of Whoosh's pickled
+    list of deltas: checking a phrase decodes a posting with one C call instead of an
+    unpickle and a Python loop (``gitmem.search.rank``).  Whoosh's own span queries
+    read it through ``decode_positions`` as before."""
+
+    def encode(self, poslist: Sequence[int]) -> bytes:
+        return array("I", poslist).tobytes()
+
+    def decode_positions(self, valuestring: bytes) -> list[int]:
+        return array("I", valuestring).tolist()
+
+    def decode_frequency(self, valuestring: bytes) -> int:
+        return len(valuestring) // 4
+
+    # ``decode_positions`` without a Python frame (gitmem.search.rank's phrase check)
+    positions_array = staticmethod(functools.partial(array, "I"))
+
+
+
+
+class _WeightedText(TEXT):
+    """A positional text field whose value is a list of ``(term, weight)`` pairs, one per
+    position (``None`` = a gap), so title and tag words can weigh more than body words
+    inside one BM25 field."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.format = _ArrayPositions(field_boost=self.format.field_boost)
+
+    def index(self, value: Any, **kw: Any) -> Any:
+        poses: dict[str, list[int]] = {}
+        weights: dict[str, float] = {}
+        for pos, item in enumerate(value):
+            if item is not None:
+                poses.setdefault(item[0], []).append(pos)
+                weights[item[0]] = weights.get(item[0], 0.0) + item[1]
+        for term, plist in poses.items():
+            yield term.encode("utf-8"), len(plist), weights[term], self.format.encode(plist)
+
+
+def _schema(cfg: SearchConfig, an: _Analysis, versions: bool = False) -> Schema:
+    fields: dict[str, Any] = dict(
+        # (a versions index holds several versions of a path: not unique there)
+        path=ID(stored=True, unique=not versions, sortable=True), hash=COLUMN(VarBytesColumn()),
+        id=ID(stored=True), title=STORED(), body=STORED(),
+        text=_WeightedText(analyzer=an.text),        # title + tags + agent + body, weighted
+        words=KEYWORD(),                              # unstemmed vocabulary: prefix, spelling
+        when=TEXT(phrase=False),                      # month and year of created
+        tags=KEYWORD(lowercase=True, commas=True), taglist=STORED(),
+        entities=KEYWORD(lowercase=True, commas=True), links=KEYWORD(lowercase=True, commas=True),
+        type=ID(stored=True), tier=ID(stored=True), status=ID(stored=True), scope=ID(),
+        agent=ID(), source=ID(sortable=True), importance=NUMERIC(int, stored=True),
+        context=STORED(), follows=ID(),              # context text (snippets); followed id
+        created=NUMERIC(int, bits=64, signed=True),
+        updated=NUMERIC(int, bits=64, signed=True), updated_iso=STORED(),
+        recency=COLUMN(NumericColumn("q")))                 # updated or created, for listings
+    if versions:
+        fields.update(since=COLUMN(NumericColumn("q")),     # first commit (number) holding it
+                      textlen=COLUMN(NumericColumn("I")))   # exact length of ``text``
+    return Schema(**fields)
+
+
+class SearchIndex:
+    """A Whoosh index of memories in ``directory`` (a cache: recreated when unusable)."""
+
+    WRITE_TIMEOUT = 10.0      # seconds to wait for the index write lock
+    MERGE_FACTOR = 20         # a commit merges a size tier once it holds this many segments
+    VERSIONS = False          # True: documents are versions of memories (VersionIndex)
+
+    def __init__(self, directory: str | Path, *, config: SearchConfig | None = None) -> None:
+        self.cfg = config or SearchConfig()
+        self.dir = Path(directory)
+        self._lock = threading.RLock()
+        self._an = _Analysis(self.cfg)
+        self._schema = _schema(self.cfg, self._an, self.VERSIONS)
+        self._weighting = scoring.BM25F(B=self.cfg.b, K1=self.cfg.k1, when_B=0.0)
+        self._searcher: Any = None
+        self._rank = Ranker(self.cfg, self._an)
+        self._memo: dict[Any, Any] = {}      # per-searcher results (live docs, hidden docs)
+        self.needs_rebuild = False
+        schema = f"{SCHEMA_VERSION}:{self.cfg.schema_key()}{':versions' if self.VERSIONS else ''}".encode()
+        self._stamp = {"distribution": "whoosh-reloaded", "version": whoosh_version(),
+                       "schema": hashlib.sha256(schema).hexdigest()[:16]}
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._ix = self._open()
+        except OSError as exc:
+            raise StorageError(f"cannot open the search index in {self.dir}: {exc}") from exc
+
+    # --- opening, stamping, recreating ------------------------------------------------
+
+    def _open(self) -> Any:
+        """Open the index if its stamp matches and a probe of everything reads back;
+        otherwise recreate it empty (``needs_rebuild``)."""
+        if read_json(self.dir / _STAMP) == self._stamp:
+            # A probe can fail transiently while another process commits (its merge
+            # deletes segment files this TOC still names): retry before judging.
+            for delay in (0.0, 0.05, 0.2):
+                time.sleep(delay)
+                ix = self._probe()
+                if ix is not None:
+                    return ix
+        return self._recreate()
+
+    def _probe(self) -> Any:
+        """The opened index if the stamp matches and everything reads back, else None."""
+        if read_json(self.dir / _STAMP) != self._stamp:
+            return None
+        with warnings.catch_warnings():   # whoosh leaks the file it failed to read
+            warnings.simplefilter("ignore", ResourceWarning)
+            try:
+                ix = _Storage(str(self.dir)).open_index(_INDEX_NAME, schema=self._schema)
+                with ix.searcher() as s:
+                    r = s.reader()
+                    next(iter(r.lexicon("path")), None)
+                    for n in list(r.all_doc_ids())[:1]:
+                        r.stored_fields(n)
+                return ix
+            except Exception:  # noqa: BLE001 - whatever broke, the cache is unusable
+                return None
+            finally:
+                gc.collect()
+
+    def _recreate(self) -> Any:
+        """Delete the index files (and the state describing them) and start empty.
+
+        Done under Whoosh's write lock, and only if the index still does not open
+        once the lock is held: a writer in another process is never mid-commit while
+        its files are deleted, and an index another process just rebuilt is kept."""
+        lock = FileStorage(str(self.dir)).lock(f"{_INDEX_NAME}_WRITELOCK")
+        deadline = time.monotonic() + self.WRITE_TIMEOUT
+        while not lock.acquire(blocking=False):
+            if time.monotonic() >= deadline:
+                raise StorageError("index busy: another process holds the search index "
+                                   "write lock", hint="retry in a moment")
+            time.sleep(0.05)
+        try:
+            ix = self._probe()
+            if ix is not None:
+                return ix
+            for p in self.dir.iterdir():
+                if p.name == _STATE or (p.name.startswith((f"_{_INDEX_NAME}_",
+                                                           f"{_INDEX_NAME}_"))
+                                        and p.name != f"{_INDEX_NAME}_WRITELOCK"):
+                    p.unlink(missing_ok=True)
+            ix = _Storage(str(self.dir)).create_index(self._schema, indexname=_INDEX_NAME)
+            write_json_atomic(self.dir / _STAMP, self._stamp)
+        finally:
+            lock.release()
+        self.needs_rebuild = True
+        return ix
+
+    # --- writing ------------------------------------------------------------------------
+
+    def _writer(self, limitmb: int, small: bool) -> Any:
+        deadline = time.monotonic() + self.WRITE_TIMEOUT
+        storage = self._ix.storage
+        while True:
+            try:
+                # Scratch files in memory for small writes.  (Segments stay compound: a
+                # reader opens a compound segment's one file at once, separate files only
+                # when first used, which fails once a concurrent merge has deleted them.)
+                storage.small_writes = small
+                return self._ix.writer(timeout=min(1.0, self.WRITE_TIMEOUT), limitmb=limitmb,
+                                       codec=_CODEC)
+            except whoosh.index.LockError:
+                if time.monotonic() >= deadline:
+                    raise StorageError("index busy: another process holds the search index "
+                                       "write lock", hint="retry in a moment") from None
+            except Exception as exc:  # noqa: BLE001
+                raise StorageError(f"cannot write the search index: {exc}",
+                                   hint="run 'gitmem reindex'") from exc
+            finally:
+                storage.small_writes = False
+
+    def _commit(self, work: Callable[[Any], None], limitmb: int = 64, small: bool = True,
+                **commit_kw: Any) -> None:
+        with self._lock:
+            w = self._writer(limitmb, small)
+            try:
+                work(w)
+                w.commit(**commit_kw)
+            except Exception as exc:  # noqa: BLE001
+                try:
+                    w.cancel()
+                except Exception:  # noqa: BLE001
+                    pass
+                raise StorageError(f"search index write failed: {exc}",
+                                   hint="run 'gitmem reindex'") from exc
+            # No eager searcher reopen (~15 ms at 10k docs): the next search sees
+            # that the index changed (up_to_date) and reopens then.
+
+    def _segment_count(self) -> int:
+        try:
+            return len(self._ix._segments())
+        except Exception:  # noqa: BLE001
+            return 0
+
+    def upsert(self, docs: Sequence[IndexDoc], *, new: Collection[str] = ()) -> None:
+        """Add or replace documents (keyed by ``path``) in one commit; the last copy of a
+        path in ``docs`` wins.  Paths listed in ``new`` are known not to be indexed yet
+        (a file just created) and skip the replace step, which has to open every
+        segment's term index (~5-10 ms at 10k documents)."""
+        latest = {d.path: d for d in docs}
+
+        def work(w: Any) -> None:
+            for d in latest.values():
+                (w.add_document if d.path in new else w.update_document)(**index_fields(d, self._an, self.cfg))
+
+        if latest:
+            self._commit(work, mergetype=self._merge_policy(self.MERGE_FACTOR))
+
+    def delete(self, paths: Sequence[str]) -> None:
+        """Remove documents by path (unknown paths are ignored)."""
+        if paths:
+            self._commit(lambda w: [w.delete_by_term("path", p) for p in set(paths)],
+                         mergetype=self._merge_policy(self.MERGE_FACTOR))
+
+    def _merge_policy(self, factor: int) -> Callable[[Any, list], list]:
+        """A Whoosh merge policy: segments are grouped in size tiers (1-19 documents,
+        20-399, 400-7,999, ... for MERGE_FACTOR 20); the smallest tier holding ``factor``
+        segments is merged into the segment being written.  Each document is thus copied
+        about once per tier, a merge costs about as much as the small segments it takes,
+        and only one commit in 20 merges (each extra segment costs a query ~20 µs).
+        (Whoosh's MERGE_SMALL re-copied the growing segment every 5th commit.)"""
+        def policy(writer: Any, segments: list) -> list:
+            group = merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor)
+            for i in group:
+                reader = SegmentReader(writer.storage, writer.schema, segments[i])
+                writer.add_reader(reader)
+                reader.close()
+            return [seg for i, seg in enumerate(segments) if i not in group]
+        return policy
+
+    def merge_small(self) -> None:
+        """Merge small segments left by recent commits, as long as some size tier holds
+        two or more (call when idle: a burst of commits leaves up to ``MERGE_FACTOR - 1``
+        segments per tier, and each segment costs every query a little)."""
+        while self._segment_count() > 1:
+            before = self._segment_count()
+            self._commit(lambda w: None, mergetype=self._merge_policy(2))
+            if self._segment_count() >= before:
+                break
+
+    def rebuild(self, docs: Iterable[IndexDoc],
+                progress: Callable[[int], None] | None = None) -> int:
+        """Replace the whole index with ``docs`` in one commit and return how many were
+        indexed (a repeated path keeps its first copy).  Readers see the old index until
+        the commit; ``progress(n)`` is called every 500 documents and at the end."""
+        count, seen = 0, set()
+
+        def work(w: Any) -> None:
+            nonlocal count
+            for d in docs:
+                if d.path not in seen:
+                    seen.add(d.path)
+                    w.add_document(**index_fields(d, self._an, self.cfg))
+                    count += 1
+                    if progress and count % 500 == 0:
+                        progress(count)
+
+        self._commit(work, limitmb=256, small=False, mergetype=CLEAR)
+        self.needs_rebuild = False
+        if progress:
+            progress(count)
+        return count
+
+    def optimize(self) -> None:
+        """Merge all segments into one.  Slow (about 1 s per 1,000 documents): call it only
+        when idle; commits already merge small segments, so this is rarely needed."""
+        if self._segment_count() > 1:
+            self._commit(lambda w: None, small=False, mergetype=OPTIMIZE)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def _refresh(self) -> Any:
+        """The current searcher: reopened when this or another process committed."""
+        try:
+            if self._searcher is None:
+                self._memo = {}
+                self._searcher = self._ix.searcher(weighting=self._weighting)
+            elif not self._searcher.up_to_date():
+                # Not Searcher.refresh(): it reuses segment readers whose deletions changed
+                # (deleted documents come back) and fails on an empty index.
+                self._searcher.close()
+                self._searcher = None
+                self._memo = {}
+                self._searcher = self._ix.searcher(weighting=self._weighting)
+            return self._searcher
+        except Exception as exc:  # noqa: BLE001
+            self._searcher = None
+            raise StorageError(f"cannot read the search index: {exc}",
+                               hint="run 'gitmem reindex'") from exc
+
+    def doc_count(self) -> int:
+        with self._lock:
+            return self._refresh().doc_count()
+
+    def indexed(self) -> dict[str, str]:
+        """``path -> hash`` of every indexed document (for catch-up diffing)."""
+        with self._lock:
+            r = self._refresh().reader()
+            if not r.doc_count_all():   # an index with no segments has no columns
+                return {}
+            paths, hashes = r.column_reader("path"), r.column_reader("hash")
+            return {paths[n]: hashes[n].decode() for n in r.all_doc_ids()}
+
+    def followers(self, ids: Collection[str]) -> list[str]:
+        """Paths of the documents whose ``follows`` names one of ``ids`` (their context
+        holds those memories' text)."""
+        if not ids:
+            return []
+        with self._lock:
+            s = self._refresh()
+            docs = self._docs(s, _or([wq.Term("follows", i.lower()) for i in set(ids)]))
+            return sorted(s.stored_fields(d)["path"] for d in docs)
+
+    def get_state(self, key: str) -> str | None:
+        value = (read_json(self.dir / _STATE) or {}).get(key)
+        return value if isinstance(value, str) else None
+
+    def set_state(self, key: str, value: str) -> None:
+        """Store a small string beside the index (atomically; cleared with the index)."""
+        with self._lock:
+            data = read_json(self.dir / _STATE) or {}
+            data[key] = value
+            try:
+                write_json_atomic(self.dir / _STATE, data)
+            except OSError as exc:
+                raise StorageError(f"cannot write search index state: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- evaluating queries -------------------------------------------------------------
+
+    def prefix_terms(self, prefix: str) -> list[str]:
+        """The words ``prefix*`` expands to: the PREFIX_EXPANSION_LIMIT most frequent."""
+        with self._lock:
+            return self._rank.prefix_terms(self._refresh().reader(), prefix)
+
+    def _filter_query(self, n: Any) -> Any:
+        if isinstance(n, sq.FieldTerm):
+            if n.prefix:
+                return wq.Prefix(n.field, n.value)
+            if n.field in ("tags", "entities") and "," in n.value:
+                return wq.And([wq.Term(n.field, v.strip()) for v in n.value.split(",")])
+            return wq.Term(n.field, n.value)
+        if isinstance(n, sq.DateRange):
+            return wq.NumericRange(n.field, n.start, None if n.end is None else n.end - 1)
+        if isinstance(n, sq.Not):
+            return wq.Not(self._filter_query(n.item))
+        parts = [self._filter_query(c) for c in n.items]
+        return _or(parts) if isinstance(n, sq.Or) else wq.And(parts)
+
+    # --- searching ----------------------------------------------------------------------
+
+    def search(self, query: str, *, limit: int = 10, offset: int = 0,
+               include_inactive: bool = False,
+               filters: Mapping[str, str | Sequence[str]] | None = None) -> SearchPage:
+        """Run a query (syntax: :mod:`gitmem.search.query`; text that is not valid syntax is
+        read as text); InvalidQuery only for a bad ``filters`` entry or negative paging."""
+        return self._run(query, limit, offset, include_inactive, filters, None)
+
+    def _run(self, query: str, limit: int, offset: int, include_inactive: bool,
+             filters: Mapping[str, str | Sequence[str]] | None,
+             snap: "Callable[[Any], _Snapshot] | None") -> SearchPage:
+        """:meth:`search`, over the snapshot ``snap(searcher)`` gives when set."""
+        if limit < 0 or offset < 0:
+            raise InvalidQuery("limit and offset must not be negative")
+        pq = sq.parse_query(query or "")
+        pq.add_filters(filters)
+        with self._lock:
+            try:
+                return self._search(pq, query or "", limit, offset, include_inactive,
+                                    None if snap is None else snap(self._refresh()))
+            except (InvalidQuery, StorageError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. a segment file vanished or broke
+                try:
+                    self.close()
+                except Exception:  # noqa: BLE001
+                    self._searcher = None
+                raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
+
+    def _search(self, pq: sq.ParsedQuery, query: str, limit: int, offset: int,
+                include_inactive: bool, snap: "_Snapshot | None" = None) -> SearchPage:
+        """Evaluate a parsed query; with ``snap``, over the snapshot's documents only,
+        scored and ordered as a fresh index of just those documents would."""
+        s = self._refresh()
+        allow = restrict = None
+        if pq.filters:
+            allow = self._docs(s, wq.And([self._filter_query(f) for f in pq.filters]))
+        if snap is not None:
+            allow = snap.docs if allow is None else allow & snap.docs
+        if not include_inactive and not pq.filters_status:
+            restrict = self._hidden(s)
+        hl: set[str] = set()
+        want = offset + limit
+        r = s.reader() if snap is None else snap.reader(s.reader())
+        live = (lambda: self._live(s)) if snap is None else (lambda: snap.docs)
+        if pq.natural and (pq.words or pq.phrases):
+            ranked, total, mode = self._rank.rank_natural(r, pq, hl, allow, restrict, want)
+        elif not pq.natural and pq.expr is not None:
+            ranked, total, mode = self._rank.rank_syntax(
+                r, pq, hl, allow, restrict, want,
+                lambda n: self._docs(s, self._filter_query(n)), live)
+        elif allow is not None and not allow:
+            ranked, total, mode = [], 0, "filter"
+        elif snap is not None:   # filters only, newest first, ties as in a fresh index
+            found = allow - (restrict or set())
+            recency = s.reader().column_reader("recency")
+            top = heapq.nlargest(want, found, key=lambda d: (recency[d], snap.order[d]))
+            ranked, total, mode = [(d, 0.0) for d in top], len(found), "filter"
+        else:   # filters only: newest first
+            res = s.search(wq.Every(), limit=max(want, 1), filter=allow, mask=restrict or None,
+                           sortedby="recency", reverse=True)
+            total = len((self._live(s) if allow is None else allow) - (restrict or set()))
+            ranked, mode = [(h.docnum, 0.0) for h in res], "filter"
+        snippet = Snippeter(hl, self._an.key)
+        hits = [hit(s.stored_fields(dn), sc, snippet) for dn, sc in ranked[offset:want]]
+        suggestion = self._rank.suggest(r, pq, query) if total == 0 else None
+        return SearchPage(hits, total, suggestion, mode)
+
+    def _hidden(self, s: Any) -> set[int]:
+        """Archived, deleted and superseded documents (kept until the searcher changes)."""
+        if "hidden" not in self._memo:
+            self._memo["hidden"] = self._docs(
+                s, _Or([wq.Term("status", x) for x in INACTIVE_STATUSES]))
+        return self._memo["hidden"]
+
+    def hits_for(self, query: str, paths: Collection[str], *, include_inactive: bool = False,
+                 filters: Mapping[str, str | Sequence[str]] | None = None) -> list[SearchHit]:
+        """Hits (score 0) for those of ``paths`` that pass the query's filters and the
+        inactive-status rule, whether or not they hold its words: candidates another
+        ranking found (hybrid search's vectors), with snippets marking the query's words."""
+        pq = sq.parse_query(query or "")
+        pq.add_filters(filters)
+        if not paths:
+            return []
+        with self._lock:
+            try:
+                s = self._refresh()
+                docs = self._docs(s, _or([wq.Term("path", p) for p in set(paths)]))
+                if pq.filters:
+                    docs &= self._docs(s, wq.And([self._filter_query(f) for f in pq.filters]))
+                if not include_inactive and not pq.filters_status:
+                    docs -= self._hidden(s)
+                snippet = Snippeter({self._an.stem(w) for t in pq.texts() for w in self._an.tokens(t)
+                                     if w not in sq.QUESTION_WORDS}, self._an.key)
+                return [hit(s.stored_fields(d), 0.0, snippet) for d in sorted(docs)]
+            except (InvalidQuery, StorageError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - as in search()
+                self._searcher = None
+                raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
+
+    def _docs(self, s: Any, q: Any) -> set[int]:
+        """Live documents matching a filter query, read from the postings where possible
+        (Whoosh's own docs_for_query walks its matchers a document at a time)."""
+        r = s.reader()
+        if isinstance(q, wq.NumericRange):
+            q = q.simplify(r)
+        if isinstance(q, wq.ConstantScoreQuery):
+            return self._docs(s, q.child)
+        if isinstance(q, (wq.Term, wq.MultiTerm)):
+            texts = [q.text] if isinstance(q, wq.Term) else list(q._btexts(r))
+            out: set[int] = set()
+            for leaf, base in r.leaf_readers():
+                deleted = leaf.deleted_docs_set if leaf.has_deletions() else ()
+                for t in texts:
+                    if leaf.doc_frequency(q.fieldname, t):
+                        for ids, _, _ in blocks(leaf.postings(q.fieldname, t)):
+                            out.update(base + i for i in ids if i not in deleted)
+            return out
+        if isinstance(q, (wq.And, wq.Or)) and q.subqueries:
+            sets = [self._docs(s, c) for c in q.subqueries]
+            return set.intersection(*sets) if isinstance(q, wq.And) else set().union(*sets)
+        if isinstance(q, wq.Not):
+            return self._live(s) - self._docs(s, q.query)
+        return set(s.docs_for_query(q))
+
+    def _live(self, s: Any) -> set[int]:
+        """Every live document number (kept until the searcher changes; never mutate)."""
+        if "live" not in self._memo:
+            self._memo["live"] = set(s.reader().all_doc_ids())
+        return self._memo["live"]
+
+
+# --- versions: the vault as of a commit ------------------------------------------------------
+
+
+class _Snapshot:
+    """Some documents of an index, seen as a fresh index of just them would be: the
+    statistics BM25 reads (document count, document frequencies, total text length)
+    count only these documents, and equal scores are ordered by path (a fresh index
+    holds its documents in path order)."""
+
+    def __init__(self, docs: set[int], lengths: Sequence[int], order: Sequence[int]) -> None:
+        self.docs = docs
+        self.total = sum(map(lengths.__getitem__, docs))
+        self.order = order          # document number -> rank of its path (one version per path)
+        self._mask = bytearray(max(docs, default=-1) + 1)
+        for d in docs:
+            self._mask[d] = 1
+
+    def reader(self, r: Any) -> "_SnapshotReader":
+        return _SnapshotReader(r, self)
+
+    def count(self, r: Any, fieldname: str, text: str) -> int:
+        """How many of the snapshot's documents hold the term."""
+        mask, size, n = self._mask, len(self._mask), 0
+        for leaf, base in r.leaf_readers():
+            if leaf.doc_frequency(fieldname, text):
+                for ids, _, _ in blocks(leaf.postings(fieldname, text)):
+                    n += sum(mask[base + i] for i in ids if base + i < size)
+        return n
+
+
+class _SnapshotReader:
+    """A Whoosh reader whose statistics are a :class:`_Snapshot`'s (the ranker's view)."""
+
+    def __init__(self, r: Any, snap: _Snapshot) -> None:
+        self._r, self._snap = r, snap
+        self._df: dict[tuple[str, Any], int] = {}
+        self.order = snap.order                   # ties by path (search_rank.Ranker.top)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._r, name)
+
+    def doc_count_all(self) -> int:
+        return len(self._snap.docs)
+
+    def doc_count(self) -> int:
+        return len(self._snap.docs)
+
+    def field_length(self, fieldname: str) -> int:
+        # Only the text field's average length enters a score (the others have B = 0).
+        return self._snap.total if fieldname == TEXT_FIELD else self._r.field_length(fieldname)
+
+    def doc_frequency(self, fieldname: str, text: Any) -> int:
+        key = (fieldname, text)
+        if key not in self._df:
+            self._df[key] = self._snap.count(self._r, fieldname, text)
+        return self._df[key]
+
+
+class VersionIndex(SearchIndex):
+    """Every version of every memory along a line of commits, each document tagged with
+    the number of the first commit holding it (``since``); a search at commit number
+    ``n`` sees the versions alive then and ranks them as a fresh index of that commit's
+    tree would.  A cache like the main index: rebuilt from git when unusable."""
+
+    VERSIONS = True
+
+    def add_versions(self, docs: Sequence[tuple[IndexDoc, int]]) -> None:
+        """Add versions, each with the number of the first commit holding it."""
+        def work(w: Any) -> None:
+            for d, since in docs:
+                fields = index_fields(d, self._an, self.cfg)
+                fields.update(since=since, textlen=sum(1 for t in fields["text"] if t is not None))
+                w.add_document(**fields)
+
+        if docs:
+            self._commit(work, limitmb=128, small=len(docs) < 50,
+                         mergetype=self._merge_policy(self.MERGE_FACTOR))
+
+    def clear(self) -> None:
+        """Remove every document."""
+        self._commit(lambda w: None, mergetype=CLEAR)
+        self.needs_rebuild = False
+
+    def search_at(self, query: str, at: int, until: Mapping[str, int], token: str, *,
+                  limit: int = 10, offset: int = 0, include_inactive: bool = False,
+                  filters: Mapping[str, str | Sequence[str]] | None = None) -> SearchPage:
+        """Search the versions alive at commit number ``at``: added at or before it
+        (``since <= at``) and not ended by then.  ``until`` maps the key of each ended
+        version (:func:`version_key`) to the number of the commit that changed or removed
+        it; ``token`` names that state (snapshots are cached per token and ``at``)."""
+        def snap(s: Any) -> _Snapshot:
+            key = ("at", at, token)
+            if key not in self._memo:
+                since, paths, lengths, order = self._columns(s)
+                docs = {d for d in range(len(since)) if since[d] <= at
+                        and until.get(version_key(paths[d], since[d]), at + 1) > at}
+                docs.difference_update(self._memo["deleted"])
+                self._memo = {k: v for k, v in self._memo.items()      # older states' snapshots go
+                              if not (isinstance(k, tuple) and k[0] == "at" and k[2] != token)}
+                self._memo[key] = _Snapshot(docs, lengths, order)
+            return self._memo[key]
+        return self._run(query, limit, offset, include_inactive, filters, snap)
+
+
+    def _columns(self, s: Any) -> tuple[list[int], list[str], list[int], list[int]]:
+        """Per document: ``since``, path, text length, and the rank of its path among all
+        paths (kept until the searcher changes)."""
+        if "columns" not in self._memo:
+            r = s.reader()
+            if r.doc_count_all():
+                paths = list(r.column_reader("path"))
+                cols = (list(r.column_reader("since")), paths, list(r.column_reader("textlen")))
+                rank = [0] * len(paths)
+                for i, d in enumerate(sorted(range(len(paths)), key=paths.__getitem__)):
+                    rank[d] = i
+                self._memo["deleted"] = set(range(len(paths))) - set(r.all_doc_ids())
+            else:
+                cols, rank = ([], [], []), []
+                self._memo["deleted"] = set()
+            self._memo["columns"] = (*cols, rank)
+        return self._memo["columns"]
+
+
+def version_key(path: str, since: int) -> str:
+    """The key of one version of a memory in a :class:`VersionIndex`."""
+    return f"{since}:{path}"

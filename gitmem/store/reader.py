@@ -1,0 +1,297 @@
+"""Reading memories: finding files, parsing them, resolving references, listing.
+
+Part of the :class:`~gitmem.vault.Vault` (a mixin, in its own module for size).
+Reading never takes the vault lock and never writes a memory file; it only
+refreshes the private catalog cache, re-parsing files whose size or mtime
+changed since it last looked.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING, Any, Iterable
+
+from . import safefs
+from .catalog import FileRow, all_tags, tag_key
+from .git import blob_id
+from ..errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
+from ..memory.markdown import ParsedFile, decode, parse_text, wikilink_target
+from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part
+from ..memory.schema import Memory, clean_metadata, derive
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..vault import Vault
+
+__all__ = ["ReadMixin", "row_fields"]
+
+
+def row_fields(memory: Memory) -> tuple[dict[str, Any], str | None, str]:
+    """(frontmatter without the id, problem text, body) as the catalog stores them."""
+    return ({k: v for k, v in memory.meta.items() if k != "id"}, "; ".join(memory.problems) or None,
+            memory.body)
+
+
+class ReadMixin:
+    """Read methods of the Vault."""
+
+    def _disk_files(self: "Vault") -> dict[str, os.stat_result]:
+        """Every memory file in the tier folders -> its stat (no parsing).
+
+        Symbolic links are never followed: a linked note or folder is left out
+        (:meth:`refused_links` lists them for ``gitmem doctor``)."""
+        found: dict[str, os.stat_result] = {}
+        for tier in self.config.tiers:
+            for rel, st in safefs.walk_files(self.root, tier, skip_dir=is_hidden_part):
+                if rel.endswith(".md") and not rel.rsplit("/", 1)[-1].startswith("."):
+                    found[rel] = st
+        return found
+
+    def refused_links(self: "Vault") -> list[str]:
+        """Symbolic links in the tier folders (and a linked tier folder itself), and file
+        names that are not valid UTF-8: gitmem never reads, follows or commits them."""
+        links: list[str] = []
+        for tier in self.config.tiers:
+            for _ in safefs.walk_files(self.root, tier, links=links, skip_dir=is_hidden_part):
+                pass
+        for name in (MEMORY_MD, ".gitmem.yaml"):
+            if safefs.is_symlink_on_the_way(self.root, name):
+                links.append(name)
+        # A name that is not UTF-8 is shown with its bytes escaped, so it can be printed.
+        return sorted(p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in links)
+
+    def _load_row(self: "Vault", path: str, data: bytes | None = None
+                  ) -> tuple[str, dict[str, Any], str | None, str, str] | None:
+        """(id, meta without id, problem, body, blob id) of one file, for the catalog."""
+        if data is None:
+            data = safefs.read_or_none(self.root, path)
+            if data is None:
+                return None
+        memory = self._read_file(path, data)
+        return (memory.id, *row_fields(memory), blob_id(data))
+
+    def _read_file(self: "Vault", path: str, data: bytes | None = None) -> Memory:
+        """Parse one memory file (from disk, or ``data``) without ever writing it."""
+        return self._read_parsed(path, data)[0]
+
+    def _read_parsed(self: "Vault", path: str, data: bytes | None = None) -> tuple[Memory, "ParsedFile"]:
+        """:meth:`_read_file` plus the parsed file (raw frontmatter blocks, for rewriting)."""
+        if data is None:
+            data = safefs.read_bytes(self.root, path)
+        parsed, problems = _parse(data)
+        meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers,
+                      inherited_id=self._inherited_id(path, parsed.meta))
+        return Memory(path, meta, parsed.body, problems), parsed
+
+    def memory_from_bytes(self: "Vault", path: str, data: bytes) -> Memory:
+        """A memory file's bytes (from any commit) read as a fresh vault reads them: no
+        id is inherited from a name the file had before (unlike a file on disk)."""
+        parsed, problems = _parse(data)
+        return Memory(path, derive(path, parsed.meta, parsed.body, tiers=self.config.tiers),
+                      parsed.body, problems)
+
+    def _inherited_id(self: "Vault", path: str, meta: dict[str, Any]) -> str | None:
+        """The id a file without an ``id:`` keeps from the name it had before a person
+        renamed it (see :meth:`IndexMixin.commit_outside_edits`); None otherwise."""
+        written = meta.get("id")
+        if isinstance(written, str) and written.strip():
+            return None
+        return self.catalog.inherited_id(path)
+
+    def scan(self: "Vault") -> tuple[list[str], list[str]]:
+        """Re-read changed files into the catalog; returns (changed, removed) paths."""
+        with self.lock.threads():  # not inside another thread's catalog transaction
+            result = self.catalog.scan(self._disk_files(), self._load_row)
+        self._scanned = True
+        return result
+
+    def scan_paths(self: "Vault", paths: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Like :meth:`scan` for just these vault-relative paths."""
+        wanted = [p for p in paths if self.is_memory_path(p)]
+        present: dict[str, os.stat_result] = {}
+        for path in wanted:
+            try:
+                st = safefs.lstat(self.root, path)
+            except (OSError, UnsafePath):
+                continue
+            if st is not None and stat.S_ISREG(st.st_mode):
+                present[path] = st
+        with self.lock.threads():  # not inside another thread's catalog transaction
+            return self.catalog.scan(present, self._load_row, only=wanted)
+
+    def _ensure_scanned(self: "Vault") -> None:
+        if not self._scanned:
+            self.scan()
+
+    def _fresh_row(self: "Vault", row: FileRow) -> bool:
+        try:
+            st = safefs.lstat(self.root, row.path)
+        except (OSError, UnsafePath):
+            return False
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return False
+        return self.catalog.stat_of(row.path) == (st.st_mtime_ns, st.st_size)
+
+    def _lookup(self: "Vault", ref: str) -> list[FileRow]:
+        ref = ref.strip()
+        if ref.startswith("[[") and ref.endswith("]]"):
+            return self._link_rows(wikilink_target(ref))
+        if "/" in ref or "\\" in ref:
+            rel = check_relpath(ref)
+            row = self.catalog.row(rel)
+            if row:
+                return [row]
+            rows = self._link_rows(ref)  # a path as an Obsidian link names it, or a title with "/"
+        else:
+            rows = self.catalog.by_id(ref)
+            if not rows and ref.endswith(".md"):
+                rows = self.catalog.by_stem(ref[:-3])
+            if not rows:
+                rows = self.catalog.by_stem(ref)
+            if not rows:
+                rows = self.catalog.by_title(ref)
+            if not rows:
+                rows = self.catalog.by_alias(ref)
+            if not rows and len(ref) >= 4 and all(c in "0123456789abcdef-" for c in ref.lower()):
+                rows = self.catalog.by_id_prefix(ref.lower())
+        if not rows:
+            target = wikilink_target(ref)   # "[[x|label]]", "x#heading", "x#^block"
+            if target and target != ref:
+                rows = self._link_rows(target)
+        return rows
+
+    def _link_rows(self: "Vault", target: str) -> list[FileRow]:
+        """The memories an Obsidian ``[[target]]`` names (``target`` without its ``|label``
+        or ``#heading``), case-insensitively: an id, a path (``.md`` optional, from the
+        vault root or a tier folder), a file name, a title, then an alias."""
+        target = target.strip()
+        if not target:
+            return []
+        rows = self.catalog.by_id(target)
+        if not rows and ("/" in target or "\\" in target):
+            rows = self.catalog.by_link_path(target, self.config.tiers)
+        if not rows:
+            rows = self.catalog.by_stem(target[:-3] if target.lower().endswith(".md") else target)
+        if not rows:
+            rows = self.catalog.by_title(target)
+        if not rows:
+            rows = self.catalog.by_alias(target)
+        return rows
+
+    def _fast_lookup(self: "Vault", ref: str) -> list[FileRow] | None:
+        """An exact id or path found in the catalog, if the file is unchanged.
+
+        Skips the full working-tree scan (~80 ms at 10k files) that other
+        references need; ids are unique, so a fresh hit cannot be ambiguous.
+        """
+        ref = ref.strip()
+        if ref.startswith("[["):
+            return None
+        if "/" in ref:
+            row = self.catalog.row(check_relpath(ref))
+            rows = [row] if row else []
+        else:
+            rows = self.catalog.by_id(ref)
+        if len(rows) == 1 and self._fresh_row(rows[0]):
+            return rows
+        return None
+
+    def resolve(self: "Vault", ref: str) -> str:
+        """The path of the memory ``ref`` names: an id (or unique id prefix of
+        4+ characters), a vault-relative path, a file name (with or without
+        ``.md``), an exact title or an Obsidian alias (case-insensitive), or a note as
+        an Obsidian ``[[link]]`` names it (``Folder/Note``, ``Note#heading``, ``[[Note|label]]``)."""
+        if not isinstance(ref, str) or not ref.strip():
+            raise InvalidInput("memory reference is empty", hint="Pass an id, path, file name or title.")
+        rows = self._fast_lookup(ref)
+        if rows is None:
+            self._ensure_scanned()
+            rows = self._lookup(ref)
+            if not rows or not all(self._fresh_row(r) for r in rows):
+                self.scan()
+                rows = self._lookup(ref)
+        if not rows:
+            raise NotFound(f"no memory matches {ref!r}",
+                           hint="List memories with 'gitmem ls' or search with 'gitmem search'.")
+        if len(rows) > 1:
+            listing = ", ".join(f"{r.path} ({r.id[:8]})" for r in rows[:5])
+            raise AmbiguousReference(f"{ref!r} matches {len(rows)} memories: {listing}")
+        return rows[0].path
+
+    def get(self: "Vault", ref: str) -> Memory:
+        """Read one memory (see :meth:`resolve` for what ``ref`` may be)."""
+        try:
+            return self._read_file(self.resolve(ref))
+        except (NotFound, FileNotFoundError, NotADirectoryError):
+            if self.lock.held:
+                raise
+        # Another process may be moving the file right now (its old name is gone, the
+        # new one not there yet): wait for its write to end, then look again.
+        with self.lock.hold():
+            self.scan()
+            path = self.resolve(ref)
+            try:
+                return self._read_file(path)
+            except (FileNotFoundError, NotADirectoryError):
+                raise NotFound(f"memory file {path} vanished while reading") from None
+
+    def exists(self: "Vault", ref: str) -> bool:
+        """True if ``ref`` names exactly one memory."""
+        try:
+            self.resolve(ref)
+        except (NotFound, AmbiguousReference):
+            return False
+        return True
+
+    def list(self: "Vault", *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
+             tags: str | Iterable[str] | None = None, status: str | Iterable[str] | None = "active",
+             scope: str | None = None, agent: str | None = None, limit: int | None = None,
+             as_of: str | None = None) -> list[Memory]:
+        """Memories matching every given filter, newest ``updated`` first.
+
+        ``status`` defaults to ``"active"``; pass ``None`` for every status.
+        ``tags`` matches memories carrying all the given tags.  Bodies are not
+        loaded (``body`` is ""); use :meth:`get` for the full memory.  ``as_of``
+        lists the memories of the vault as it was at a commit or date (see
+        :meth:`search`).
+        """
+        want = {k: _as_set(v) for k, v in (("tier", tier), ("type", type), ("status", status),
+                                            ("scope", scope), ("agent", agent)) if v is not None}
+        for key in ("tier", "type", "status", "scope"):
+            for value in want.get(key, ()):
+                clean_metadata({key: value}, tiers=self.config.tiers)  # raises on unknown values
+        need_tags = {tag_key(t) for t in _as_set(tags)} if tags else set()
+        entries: Iterable[Memory]
+        if as_of is None:
+            self.scan()
+            # Tags as Obsidian counts them: frontmatter and inline #tags, any case, "#" optional.
+            tagged = self.catalog.paths_with_tags(need_tags) if need_tags else set()
+            entries = (Memory(row.path, {"id": row.id, **row.meta}, "", [row.problem] if row.problem else [])
+                       for row in self.catalog.all_rows() if not need_tags or row.path in tagged)
+        else:
+            _, files = self.as_of_search.memory_files(as_of)
+            entries = (Memory(m.path, m.meta, "", m.problems) for m in
+                       (self.memory_from_bytes(path, data) for path, data in files)
+                       if need_tags <= {tag_key(t) for t in all_tags(m.meta, m.body)})
+        out = [m for m in entries
+               if not any(str(m.meta.get(k, "active" if k == "status" else "")) not in v
+                          for k, v in want.items())]
+        out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)
+        return out[:limit] if limit else out
+
+
+def _parse(data: bytes) -> tuple["ParsedFile", list[str]]:
+    """A memory file's bytes parsed, with the problems found (bad UTF-8, bad YAML)."""
+    problems: list[str] = []
+    try:
+        text = decode(data)
+    except InvalidContent as exc:
+        text, problems = data.decode("utf-8", "replace").replace("\x00", ""), [exc.message]
+    parsed = parse_text(text)
+    if parsed.problem:
+        problems.append(parsed.problem)
+    return parsed, problems
+
+
+def _as_set(value: str | Iterable[str]) -> set[str]:
+    return {value} if isinstance(value, str) else set(value)

@@ -1,0 +1,883 @@
+"""Sharing a vault through an ordinary git remote: fetch, integrate, push (dulwich only).
+
+Part of the :class:`~gitmem.vault.Vault` (a mixin).  ``vault.sync("origin")``:
+
+1. **fetch** the remote's branch (``refs/heads/main``) into the object store
+   and record it as ``refs/remotes/<name>/main`` (network; no lock held);
+2. **integrate** under the vault lock: memory files edited outside gitmem
+   are committed first (as the watcher would; a generated ``MEMORY.md`` that
+   someone edited too), then a fast-forward when our branch has nothing new,
+   otherwise a real merge commit (two parents) built in the object store by
+   :mod:`gitmem.sync.treemerge`, memory by memory, with ``MEMORY.md`` regenerated.
+   The working tree and ``.git/index`` follow; a file the incoming change
+   touches that holds other uncommitted edits stops the sync
+   (``dirty_worktree``) before anything is written.  The catalog, the
+   memory history and the search index then catch up from the diff of what
+   arrived (the same paths as after a ``git pull``);
+3. **push** with a compare-and-swap on the remote branch, never forced.  If
+   the remote moved in between, fetch and integrate again (bounded retries).
+
+Credentials are never stored by gitmem: ssh uses the ssh agent and keys; for
+https, a URL with a user or password is refused by :meth:`SyncMixin.add_remote`
+and credentials come, at sync time only, from ``GITMEM_GIT_USERNAME`` /
+``GITMEM_GIT_PASSWORD``, the configured git ``credential.helper``, or
+``~/.git-credentials``.  Every URL in a message has its user info replaced by
+``***``.  A failure before the integrate step leaves the vault untouched.
+
+What a remote sends is checked before anything is written, before HEAD moves
+and before the remote-tracking ref records it (so nothing refused is
+reachable from any ref):
+
+* every tree entry the incoming commits add or change (each commit against
+  its parents, so the cost follows what arrives) must be a safe name (no
+  ``..``, ``.``, ``.git`` in any case, ``/``, ``\\``, NUL, over-long or
+  non-UTF-8 names) and a plain file or folder (no symbolic link, no
+  submodule): else :class:`~gitmem.errors.UnsafeRemoteTree`.  ``clone``
+  checks the whole history the same way before it checks anything out;
+* every new file version is scanned with the vault's ``secrets:`` policy;
+  ``refuse`` and ``redact`` (others' history cannot be rewritten here) refuse
+  the sync (``secret_detected``), ``allow`` lets it in;
+* a ``.gitmem.yaml`` that would weaken a safety setting (``secrets``,
+  ``protected_types``, ``max_content_bytes``) arrives as a file, but the local
+  value stays in force (pinned in ``.git/gitmem/config-pinned.json``, see
+  :mod:`gitmem.config`) until ``gitmem config accept``; one gitmem cannot use
+  refuses the sync (``invalid_remote_config``);
+* a memory arriving with a file name (stem, any case, any tier) the vault
+  already uses is renamed ``<stem>-2.md`` (``-3`` ...) in the merge commit, so
+  ``[[links]]`` keep one target.  A fast-forward that needs such a rename
+  becomes a merge commit (the remote's tip as second parent), so the rename
+  and the arrival are one atomic step.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ..store import safefs
+from ..memory.paths import MEMORY_MD
+from ..store.catalog import stem_key
+from ..errors import (Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound,
+                     SyncError, UnsafePath, UnsafeRemoteTree)
+from ..store.git import FileChange
+from .remote_trees import all_commits, check_incoming_trees, object_of, short
+from .remotes import (add_config_section, check_name, http_credentials, normalise_url, redact,
+                      remove_config_section)
+from .treemerge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dulwich.client import GitClient
+    from dulwich.repo import Repo
+    from ..config import Identity
+    from ..vault import Vault
+
+__all__ = ["SyncMixin", "SyncReport", "Remote", "redact", "check_incoming_trees"]
+
+MEMORY_INDEX = MEMORY_MD  # one name, defined in paths.py
+CONFIG_FILE = ".gitmem.yaml"
+MAX_ATTEMPTS = 5
+_ZERO = b"0" * 40
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A configured remote (``url`` already redacted)."""
+
+    name: str
+    url: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "url": self.url}
+
+
+@dataclass
+class SyncReport:
+    """What one :meth:`SyncMixin.sync` did.
+
+    ``action``: ``up_to_date``, ``pushed`` (only we had new commits),
+    ``fast_forward`` or ``merge``.  ``arrived``: commits that came in;
+    ``changed``: files the integrate step changed in the working tree;
+    ``merged``: memory ids merged field by field; ``conflicts``: conflict
+    copies made ({id, path, copy_id, copy_path}); ``kept``: ids deleted on one
+    side and changed on the other (the changed version was kept);
+    ``renamed``: arriving memories whose file name was taken ({from, to});
+    ``config_held``: safety settings of an arriving ``.gitmem.yaml`` kept at
+    the local value until ``gitmem config accept`` ({key: {kept, incoming}});
+    ``warnings``: catch-up steps after the commit that did not complete (the
+    commit is in place; the caches catch up on the next scan).
+    """
+
+    remote: str
+    url: str
+    before: str | None = None
+    after: str | None = None
+    action: str = "up_to_date"
+    arrived: int = 0
+    changed: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    conflicts: list[dict[str, str]] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    kept_ours: list[str] = field(default_factory=list)
+    renamed: list[dict[str, str]] = field(default_factory=list)
+    config_held: dict[str, dict[str, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    outside_edits: str | None = None
+    pushed: bool = False
+    retries: int = 0
+    duration_ms: float = 0.0
+    timings_ms: dict[str, float] = field(default_factory=dict)  # fetch, integrate, catch_up, push
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class _RemoteMoved(Exception):
+    """The remote branch is not where we fetched it: fetch and integrate again.
+
+    ``busy``: another push held the remote's ref lock (it may have failed too, so
+    the branch may still be where we saw it); retry without calling the push refused."""
+
+    def __init__(self, busy: bool = False) -> None:
+        super().__init__("busy" if busy else "moved")
+        self.busy = busy
+
+
+class SyncMixin:
+    """Remote and sync methods of the Vault."""
+
+    # ----------------------------------------------------------- remotes
+    @classmethod
+    def clone(cls, url: str, path: "str | os.PathLike[str]", **kwargs: Any) -> "Vault":
+        """Copy a shared vault from ``url`` into the new folder ``path`` (remote ``origin``)
+        and open it; ``kwargs`` go to :meth:`Vault.open` (``author``, ``clock``).
+
+        The history is fetched without a checkout and every tree of it is
+        checked first (see the module doc); a remote holding an entry gitmem
+        will not write raises :class:`UnsafeRemoteTree` and the half-made
+        folder is removed (an empty folder given as ``path`` is left empty)."""
+        import io
+        from pathlib import Path
+        from dulwich import porcelain
+        url = normalise_url(url)
+        target = Path(path).expanduser()
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise InvalidInput(f"{target} already exists and is not an empty folder")
+        created = not target.exists()
+        username, password = http_credentials(None, url)
+        extra = {"username": username, "password": password} if password else {}
+        try:
+            with _remote_errors(url):
+                repo = porcelain.clone(url, str(target), checkout=False, errstream=io.BytesIO(), **extra)
+            try:
+                with _git_errors(f"clone from {redact(url)}"):
+                    check_incoming_trees(repo, all_commits(repo))
+                    if _head_or_none(repo) is not None:
+                        # Safe now: every entry is a checked name and a plain file or folder.
+                        repo.get_worktree().reset_index(config=repo.get_config_stack())
+            finally:
+                repo.close()
+        except BaseException:
+            _remove_clone(target, created)
+            raise
+        vault: "Vault" = cls.open(target, **kwargs)  # type: ignore[attr-defined]
+        vault.sync_history()  # record the history now, so later syncs pay only for what arrives
+        return vault
+
+    def add_remote(self: "Vault", name: str, url: str) -> Remote:
+        """Configure remote ``name`` (in ``.git/config``, like ``git remote add``).
+
+        ``url``: a local path, ``ssh://``/``user@host:path`` or ``https://``.
+        An http(s) URL holding a user name or password is refused: gitmem never
+        stores credentials (see the module doc for where they come from).
+        """
+        check_name(name)
+        url = normalise_url(url)
+        with self.lock.hold():
+            config = self.git.repo.get_config()
+            section = (b"remote", name.encode())
+            if config.has_section(section):
+                raise Conflict(f"remote {name!r} already exists",
+                               hint=f"Remove it first: gitmem remote remove {name}")
+            add_config_section(self._config_path(), "remote", name,
+                               [("url", url), ("fetch", f"+refs/heads/*:refs/remotes/{name}/*")])
+        return Remote(name, redact(url))
+
+    def remove_remote(self: "Vault", name: str) -> Remote:
+        """Forget remote ``name`` and its remote-tracking refs (the remote itself is untouched)."""
+        url = self._remote_url(name)
+        with self.lock.hold():
+            repo = self.git.repo
+            remove_config_section(self._config_path(), "remote", name)
+            prefix = f"refs/remotes/{name}/".encode()
+            for ref in [r for r in repo.refs.allkeys() if r.startswith(prefix)]:
+                repo.refs.remove_if_equals(ref, None)
+        return Remote(name, redact(url))
+
+    def remotes(self: "Vault") -> list[Remote]:
+        """The configured remotes, URLs redacted."""
+        config = self.git.repo.get_config()
+        out = []
+        for section in config.sections():
+            if len(section) == 2 and section[0] == b"remote":
+                try:
+                    url = config.get(section, b"url").decode("utf-8", "replace")
+                except KeyError:
+                    continue
+                out.append(Remote(section[1].decode("utf-8", "replace"), redact(url)))
+        return sorted(out, key=lambda r: r.name)
+
+    def _remote_url(self: "Vault", name: str) -> str:
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("remote name is empty")
+        config = self.git.repo.get_config()
+        try:
+            return config.get((b"remote", name.encode()), b"url").decode("utf-8")
+        except KeyError:
+            raise NotFound(f"no remote named {name!r}", code="remote_not_found",
+                           hint="Add one: gitmem remote add origin URL") from None
+
+    def conflicts(self: "Vault") -> list[dict[str, Any]]:
+        """Conflict copies a sync made and nobody has resolved yet.
+
+        Each is {id, path, title, conflict_of, original_path}.  Resolve one by
+        merging what matters into the original (``update``) and deleting the
+        copy (``delete(copy_id, hard=True)``), or by keeping the copy instead.
+        """
+        self.scan()
+        out = []
+        for row in self.catalog.all_rows():
+            if row.meta.get("status") != CONFLICT_STATUS:
+                continue
+            original = str(row.meta.get(CONFLICT_FIELD, ""))
+            rows = self.catalog.by_id(original) if original else []
+            out.append({"id": row.id, "path": row.path, "title": row.meta.get("title"),
+                        "conflict_of": original or None,
+                        "original_path": rows[0].path if rows else None})
+        return out
+
+    # -------------------------------------------------------------- sync
+    def sync(self: "Vault", remote: str = "origin", *, author: "str | Identity | None" = None,
+             max_attempts: int = MAX_ATTEMPTS) -> SyncReport:
+        """Fetch from ``remote``, integrate (fast-forward or merge), push.
+
+        Never force-pushes and never drops a memory (see :mod:`gitmem.sync.treemerge`).
+        Raises :class:`SyncError` (``remote_unreachable``, ``auth_failed``,
+        ``push_rejected``, ``dirty_worktree``, ``unsafe_remote_tree``,
+        ``secret_detected``, ``invalid_remote_config``, ``purged_content``,
+        ``sync_error``) with the vault left usable; never a raw exception.
+        """
+        started = time.perf_counter()
+        who = self._author(author)
+        url = self._remote_url(remote)
+        report = SyncReport(remote, redact(url), before=self.head)
+        client, path = self._client(url)
+        try:
+            with _git_errors(f"sync with {redact(url)}"):
+                self._sync_loop(client, path, url, remote, who, report, max_attempts)
+        finally:
+            _close_client(client)
+        report.after = self.head
+        report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
+        return report
+
+    def _sync_loop(self: "Vault", client: "GitClient", path: str, url: str, remote: str,
+                   who: "Identity", report: SyncReport, max_attempts: int) -> None:
+        branch = self.git.head_ref()
+        previous: bytes | None | object = object()
+        busy = False
+        for attempt in range(max(1, max_attempts)):
+            if attempt:
+                _back_off(attempt)  # clones racing each other: do not retry in lock-step
+            with _timer(report, "fetch"):
+                tip = self._fetch(client, path, url, branch, remote)
+            if attempt and tip == previous and not busy:
+                raise SyncError(f"the remote {redact(url)} refused the push",
+                                code="push_rejected", hint="Check the remote's branch protection.")
+            previous = tip
+            with self.lock.hold(), _timer(report, "integrate"):
+                self._integrate(remote, tip, who, report)
+                if tip is not None:  # only once checked and integrated (see the module doc)
+                    self._track(remote, branch, tip)
+            head = self.git.head()
+            if head is None or head == tip:
+                break
+            try:
+                with _timer(report, "push"):
+                    self._push(client, path, url, branch, tip, head)
+            except _RemoteMoved as moved:
+                report.retries += 1
+                busy = moved.busy
+                continue
+            report.pushed = True
+            with self.lock.hold():
+                self._track(remote, branch, head)
+            if report.action == "up_to_date":
+                report.action = "pushed"
+            break
+        else:
+            raise SyncError(f"the remote {redact(url)} kept moving; gave up after {max_attempts} attempts",
+                            code="push_rejected", hint="Sync again; everything so far is committed locally.")
+
+    # ---------------------------------------------------------- transport
+    def _client(self: "Vault", url: str) -> tuple["GitClient", str]:
+        from dulwich.client import get_transport_and_path
+        username, password = http_credentials(self, url)
+        with _remote_errors(url):
+            return get_transport_and_path(url, config=self.git.repo.get_config_stack(), quiet=True,
+                                          username=username, password=password)
+
+    def _fetch(self: "Vault", client: "GitClient", path: str, url: str, branch: bytes,
+               remote: str) -> bytes | None:
+        """Fetch ``branch`` from the remote; its tip (None: the remote has no such branch).
+
+        Only objects are stored: no ref records the tip until it has been checked.
+
+        The tip is the one the objects were asked for (``wants``), not the refs the
+        client reports afterwards: dulwich's local-path client reads the remote's
+        refs again once the objects are copied, so a push by another clone in
+        between would hand back a tip whose commits never arrived."""
+        from dulwich.objects import Commit
+        store = self.git.repo.object_store
+        seen: list[bytes | None] = []
+
+        def wants(refs: dict[bytes, bytes], *_: Any, **__: Any) -> list[bytes]:
+            sha = refs.get(branch)
+            seen.append(None if sha in (None, _ZERO) else sha)
+            return [sha] if sha and sha != _ZERO and sha not in store else []
+
+        with _remote_errors(url):
+            result = client.fetch(path.encode() if isinstance(path, str) else path, self.git.repo,
+                                  determine_wants=wants)
+        tip = seen[-1] if seen else (result.refs or {}).get(branch)
+        if tip in (None, _ZERO):
+            return None
+        try:
+            complete = isinstance(store[tip], Commit)
+        except KeyError:
+            complete = False
+        if not complete:
+            raise SyncError(f"the remote {redact(url)} advertised {tip.decode()[:12]} for "
+                            f"{branch.decode()} but did not send it", code="sync_error",
+                            hint="Sync again; the vault is unchanged.")
+        return tip
+
+    def _track(self: "Vault", remote: str, branch: bytes, sha: bytes) -> None:
+        """Record the remote's tip as ``refs/remotes/<remote>/<branch>`` (what ``git status`` compares to)."""
+        name = branch.rsplit(b"/", 1)[-1]
+        self.git.repo.refs[b"refs/remotes/" + remote.encode() + b"/" + name] = sha
+        config = self.git.repo.get_config()
+        if not config.has_section((b"branch", name)):
+            add_config_section(self._config_path(), "branch", name.decode(),
+                               [("remote", remote), ("merge", branch.decode())])
+
+    def _config_path(self: "Vault") -> str:
+        return os.path.join(self.git.repo.controldir(), "config")
+
+    def _push(self: "Vault", client: "GitClient", path: str, url: str, branch: bytes,
+              expected: bytes | None, head: bytes) -> None:
+        """Move the remote branch from ``expected`` to ``head``; :class:`_RemoteMoved` if it moved."""
+        repo = self.git.repo
+        moved: list[bool] = []
+
+        def update_refs(refs: dict[bytes, bytes]) -> dict[bytes, bytes]:
+            current = refs.get(branch)
+            if (None if current in (None, _ZERO) else current) != expected:
+                moved.append(True)
+                return {}
+            return {branch: head}
+
+        def pack(have: Any, want: Any, *, ofs_delta: bool = False, progress: Any = None) -> Any:
+            return repo.generate_pack_data(set(have), set(want), progress=progress, ofs_delta=ofs_delta)
+
+        from dulwich.file import FileLocked
+        with _remote_errors(url):
+            try:
+                result = client.send_pack(path.encode() if isinstance(path, str) else path, update_refs, pack)
+            except FileLocked:
+                # A local-path remote: another clone's push holds the branch's lock file.
+                raise _RemoteMoved(busy=True) from None
+        if moved:
+            raise _RemoteMoved()
+        status = (result.ref_status or {}).get(branch)
+        if status is not None:
+            text = str(status)
+            if "lock" in text:   # git: "failed to lock", "cannot lock ref ..." (another push)
+                raise _RemoteMoved(busy=True)
+            if any(w in text for w in ("non-fast-forward", "fetch first", "unable to set", "stale",
+                                      "failed to update")):
+                raise _RemoteMoved()
+            raise SyncError(f"the remote {redact(url)} refused the push: {redact(text)}",
+                            code="push_rejected")
+
+    # ----------------------------------------------------------- integrate
+    def _integrate(self: "Vault", remote: str, tip: bytes | None, who: "Identity",
+                   report: SyncReport) -> None:
+        """Bring the fetched ``tip`` into our branch and working tree (lock held).
+
+        Everything that arrives is checked before anything is written (tree
+        entries, secrets, purged memories); see the module doc."""
+        local = self.git.head()
+        if tip is None or tip == local or (local is not None and self.git.is_ancestor(tip, local)):
+            return
+        if local is None:
+            raise SyncError("the vault has no commits yet", hint="Create it with gitmem init first.")
+        incoming = self.git.walk_new(local, tip)
+        blobs = check_incoming_trees(self.git.repo, incoming)
+        self._check_incoming_secrets(remote, blobs)
+        from ..ops.purge import purged_in
+        back = purged_in(self, incoming)
+        if back:
+            raise SyncError(
+                f"{remote} still has memory {', '.join(back)}, which was purged here; "
+                "merging would bring it back into history",
+                code="purged_content",
+                hint=f"Rewrite the remote too: 'git push --force {remote} HEAD' once nobody else "
+                     "pushed (every other clone must purge or re-clone), then sync again.")
+        report.outside_edits = self._commit_pending_edits()
+        local = self.git.head()
+        assert local is not None
+        report.arrived += len(self.git.walk_new(local, tip))
+        label = f"{remote}/{self.git.head_ref().rsplit(b'/', 1)[-1].decode()}"
+        if self.git.is_ancestor(local, tip):
+            changes = self._diff_files(local, tip)
+            if self._taken_names(local, changes):
+                # A rename cannot ride on a fast-forward (HEAD would be their tree):
+                # one merge commit does the arrival and the rename atomically.
+                changes = self._merge_commit(local, tip, label, who, report, arrived=changes)
+                report.action = "merge"
+            else:
+                self._refuse_dirty(local, changes)
+                with self._config_guard(changes, tip, report):
+                    self.git.fast_forward(local, tip, changes, f"sync: fast-forward to {label}")
+                report.action = "fast_forward"
+        else:
+            changes = self._merge_commit(local, tip, label, who, report)
+            report.action = "merge"
+        report.changed = sorted(set(report.changed) | {c.path for c in changes})
+        with _timer(report, "catch_up"):
+            self._after_sync(changes, report)
+
+    def _merge_commit(self: "Vault", local: bytes, tip: bytes, label: str, who: "Identity",
+                      report: SyncReport, arrived: list[FileChange] | None = None) -> list[FileChange]:
+        """Commit the merge of ``tip`` into ``local`` (two parents); the files it changed.
+
+        ``arrived``: for a fast-forward that needs renames, the files that
+        differ between ``local`` and ``tip`` (taken as they are, then renamed)."""
+        from dulwich.graph import find_merge_base
+        from .treemerge import MergeOutcome
+        if arrived is None:
+            bases = find_merge_base(self.git.repo, [local, tip])
+            outcome = merge_trees(self.git, bases[0] if bases else None, local, tip,
+                                  is_memory_path=self.is_memory_path, tiers=self.config.tiers)
+            changes = list(outcome.changes)
+        else:
+            outcome = MergeOutcome()
+            # MEMORY.md is regenerated below, as in every merge (the renamed file moved).
+            changes = [c for c in arrived if not (c.path == MEMORY_INDEX and self.config.memory_index)]
+        renames = self._taken_names(local, changes)
+        changes = [FileChange(renames.get(c.path, c.path), c.data) for c in changes]
+        self._refuse_dirty(local, changes)
+        if getattr(self.config, "memory_index", False) and hasattr(self, "_memory_index_change"):
+            written, removed = self._parse_changes(changes)
+            index_change = self._memory_index_change(changes, written, removed)
+            if index_change is not None:
+                changes.append(index_change)
+        lines = [f"merged {m}" for m in outcome.merged]
+        lines += [f"conflict {c['id']}: theirs kept as {c['copy_path']}" for c in outcome.conflicts]
+        lines += [f"kept {k} (deleted on one side, changed on the other)" for k in outcome.kept]
+        lines += [f"kept ours at {p} (theirs is in the second parent)" for p in outcome.kept_ours]
+        lines += [f"renamed {old} to {new} (file name already used in the vault)"
+                  for old, new in renames.items()]
+        summary = f"sync: merge {label}"
+        extras = [f"{len(outcome.conflicts)} conflict(s)"] if outcome.conflicts else []
+        extras += [f"{len(renames)} renamed"] if renames else []
+        message = (f"{summary}{' (' + ', '.join(extras) + ')' if extras else ''}\n\n"
+                   + ("\n".join(lines) + "\n\n" if lines else "")
+                   + f"Op: sync\nAgent: {who.name}\n")
+        with self._config_guard(changes, tip, report):
+            self.git.commit_files(changes, message, who, when=self.clock().timestamp(),
+                                  merge_parents=[tip])
+        report.merged += outcome.merged
+        report.conflicts += outcome.conflicts
+        report.kept += outcome.kept
+        report.kept_ours += outcome.kept_ours
+        report.renamed += [{"from": old, "to": new} for old, new in renames.items()]
+        return changes
+
+    def _diff_files(self: "Vault", old: bytes, new: bytes) -> list[FileChange]:
+        out: dict[str, bytes | None] = {}
+        for change in self.git.changes_between(old, new):
+            if change.old_path is not None and change.old_path not in out:
+                out[change.old_path] = None
+            if change.new_path is not None and change.new_sha is not None:
+                out[change.new_path] = self.git.blob(change.new_sha)
+        return [FileChange(p, d) for p, d in out.items()]
+
+    # ------------------------------------------------- what arrives, checked
+    def _current_config(self: "Vault") -> Any:
+        """The config in force now (the file on disk, pins applied); the loaded
+        one if the file cannot be read."""
+        from ..config import VaultConfig
+        try:
+            return VaultConfig.load(self.root)
+        except GitmemError:
+            return self.config
+
+    def _check_incoming_secrets(self: "Vault", remote: str, blobs: dict[bytes, tuple[str, bytes]]) -> None:
+        """Apply the vault's ``secrets:`` policy to every file version that arrives.
+
+        ``redact`` cannot rewrite the remote's history, so it refuses like
+        ``refuse``; ``allow`` lets everything in.  Names file, line and kind,
+        never the value."""
+        from ..memory.secrets import policy_of, scan_text
+        try:
+            policy = policy_of(self._current_config())
+        except InvalidMetadata:
+            policy = "refuse"  # an unusable setting protects, it does not open the door
+        if policy == "allow":
+            return
+        findings: list[dict[str, Any]] = []
+        for sha, (path, commit) in blobs.items():
+            data = self.git.blob(sha)
+            if b"\x00" in data[:8000]:
+                continue  # binary (git's own test): no text secrets to find
+            text = data.decode("utf-8", "replace")
+            for found in scan_text(text, "file"):
+                findings.append({"path": path, "kind": found.kind, "line": text.count("\n", 0, found.start) + 1,
+                                 "commit": commit.decode()[:12]})
+        if findings:
+            first = findings[0]
+            more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+            raise SyncError(
+                f"{remote} holds what looks like a secret ({first['kind']} in {first['path']} line "
+                f"{first['line']}, commit {first['commit'][:7]}{more}); refusing to bring it into this "
+                "vault's history", code="secret_detected", findings=findings,
+                hint="Remove it from the remote's history (gitmem purge there, then push --force), or "
+                     "set 'secrets: allow' in .gitmem.yaml to accept it. Nothing was changed.")
+
+    def _taken_names(self: "Vault", local: bytes, changes: list[FileChange]) -> dict[str, str]:
+        """Arriving memory files whose name (stem, any case, any tier) another file
+        of the vault keeps: {path: free path with ``-2``, ``-3`` ...}."""
+        removed = {c.path for c in changes if c.data is None}
+        claimed: dict[str, str] = {}
+        arriving: list[str] = []
+        for change in changes:
+            if change.data is None or not self.is_memory_path(change.path):
+                continue
+            if self.git.blob_sha_at(local, change.path) is None:
+                arriving.append(change.path)
+            else:
+                claimed.setdefault(stem_key(change.path), change.path)
+        if not arriving:
+            return {}
+
+        def ours(key: str, path: str) -> bool:
+            # The catalog holds every memory file of our tree (pending edits were committed).
+            return any(row.path != path and row.path not in removed for row in self.catalog.by_stem(key))
+
+        renames: dict[str, str] = {}
+        for path in sorted(arriving):
+            key = stem_key(path)
+            if key not in claimed and not ours(key, path):
+                claimed[key] = path
+                continue
+            folder, _, name = path.rpartition("/")
+            stem = name[:-3]
+            n = 2
+            while True:
+                while len(f"{stem}-{n}.md".encode("utf-8")) > safefs.MAX_COMPONENT_BYTES:
+                    stem = stem[:-1]
+                candidate = f"{folder}/{stem}-{n}.md"
+                if stem_key(candidate) not in claimed and not ours(stem_key(candidate), path) \
+                        and self.git.blob_sha_at(local, candidate) is None:
+                    break
+                n += 1
+            renames[path] = candidate
+            claimed[stem_key(candidate)] = candidate
+        return renames
+
+    @contextmanager
+    def _config_guard(self: "Vault", changes: list[FileChange], source: bytes,
+                      report: SyncReport) -> Iterator[None]:
+        """Around the write of ``changes``: an arriving ``.gitmem.yaml`` that weakens a
+        safety setting is written, but the local value is pinned first (so it is in
+        force even if the process dies right after the write), and reported."""
+        from ..config import (SAFETY_KEYS, VaultConfig, pin_entries, weakened_settings, write_pins)
+        change = next((c for c in changes if c.path == CONFIG_FILE), None)
+        if change is None:
+            yield
+            return
+        try:
+            incoming = VaultConfig.parse(change.data)
+        except InvalidMetadata as exc:
+            raise SyncError(f"the remote's {CONFIG_FILE} cannot be used: {exc.message}",
+                            code="invalid_remote_config",
+                            hint=f"Fix {CONFIG_FILE} on the remote, then sync again; nothing was changed.") from None
+        weakened = weakened_settings(self._current_config(), incoming)
+        before = pin_entries(self.root)
+        after = {key: before[key] for key in before if key in SAFETY_KEYS}
+        for key in SAFETY_KEYS:
+            if key in weakened:
+                after[key] = {**weakened[key], "commit": source.decode()}
+            else:
+                after.pop(key, None)  # the arriving file is at least as strict as what is in force
+        if after != before:
+            write_pins(self.root, after)
+        try:
+            yield
+        except BaseException:
+            if after != before:
+                write_pins(self.root, before)
+            raise
+        report.config_held.update(weakened)
+
+    # ------------------------------------------------------ config pins
+    def pending_config(self: "Vault") -> dict[str, dict[str, Any]]:
+        """Safety settings a sync held back: {key: {kept, file, since}} (see
+        :func:`gitmem.config.pending_changes`)."""
+        from ..config import pending_changes
+        return pending_changes(self.root)
+
+    def accept_config(self: "Vault", keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Let the ``.gitmem.yaml`` values a sync held back take effect (``keys``:
+        some of ``secrets``, ``protected_types``, ``max_content_bytes``; None: all).
+        Returns what was accepted ({key: {kept, file, since}})."""
+        from ..config import SAFETY_KEYS, VaultConfig, clear_pins
+        unknown = sorted(set(keys or []) - set(SAFETY_KEYS))
+        if unknown:
+            raise InvalidInput(f"unknown setting(s) {', '.join(unknown)}",
+                               hint=f"Held-back settings are among: {', '.join(SAFETY_KEYS)}.")
+        with self.lock.hold():
+            pending = self.pending_config()
+            clear_pins(self.root, keys)
+            self.config = VaultConfig.load(self.root)
+        return {k: v for k, v in pending.items() if keys is None or k in keys}
+
+    # ------------------------------------------------------ work tree
+    def _commit_pending_edits(self: "Vault") -> str | None:
+        """Commit outside edits (memory files, and a hand-edited MEMORY.md) before integrating."""
+        sha = self.commit_outside_edits()
+        head = self.git.head()
+        on_disk = safefs.read_or_none(self.root, MEMORY_INDEX)  # a link there is never followed
+        committed = self.git.read_at(head, MEMORY_INDEX)
+        if on_disk is not None and committed is not None and on_disk != committed:
+            sha = self.git.commit_files(
+                [FileChange(MEMORY_INDEX, on_disk)],
+                f"edit: {MEMORY_INDEX} (outside edit, kept before sync)\n\nOp: edit\n"
+                f"Agent: {self.config.user.name}\n", self.config.user,
+                when=self.clock().timestamp(), write_worktree=False).decode()
+        return sha
+
+    def _refuse_dirty(self: "Vault", head: bytes, changes: list[FileChange]) -> None:
+        """Raise ``dirty_worktree`` if a file about to be replaced holds uncommitted
+        edits, ``unsafe_path`` if a symbolic link is on the way to one."""
+        from dulwich.objects import Blob
+        dirty, links = [], []
+        for change in changes:
+            try:
+                data: bytes | None = safefs.read_bytes(self.root, change.path)
+            except (FileNotFoundError, NotADirectoryError):
+                data = None
+            except IsADirectoryError:
+                dirty.append(change.path)
+                continue
+            except InvalidPath:  # UnsafePath: a link at the file or a folder on the way
+                links.append(change.path)
+                continue
+            if data == change.data:
+                continue
+            committed = self.git.blob_sha_at(head, change.path)
+            if data is None and committed is None:
+                continue
+            if data is None or committed is None or Blob.from_string(data).id != committed:
+                dirty.append(change.path)
+        if links:
+            raise SyncError(f"a symbolic link is on the way to files the sync would write: {_listing(links)}",
+                            code="unsafe_path", hint="gitmem never writes through links: replace the "
+                            "link with a real file or folder ('gitmem doctor' lists them); nothing was changed.")
+        if dirty:
+            raise SyncError(f"uncommitted changes to files the sync would replace: {_listing(dirty)}",
+                            code="dirty_worktree",
+                            hint="Commit them with git (or undo them), then sync again; nothing was changed.")
+
+    def _after_sync(self: "Vault", changes: list[FileChange], report: SyncReport | None = None) -> None:
+        """Catalog, history and search index catch up with what arrived (lock held).
+
+        The same steps as after a local write (each arrived file parsed once,
+        then catalog rows and index documents for just those paths), and the
+        memory history from the new commits (:meth:`sync_history`).  The commit
+        is already in place, so a step that fails (a hostile file, a full disk)
+        is reported in ``report.warnings`` and left to catch up later, never
+        raised half-way.
+        """
+        from ..config import VaultConfig
+        from ..store.reader import row_fields
+        problems: list[str] = []
+        if any(c.path == CONFIG_FILE for c in changes):
+            try:
+                self.config = VaultConfig.load(self.root)
+            except GitmemError as exc:
+                problems.append(f"{CONFIG_FILE} not reloaded ({exc.message}); the previous settings stay in force")
+        try:
+            written, removed = self._parse_changes(changes)
+            with self.catalog.transaction():
+                self.catalog.drop(removed)
+                for path, (memory, blob_hash) in written.items():
+                    try:
+                        st = safefs.lstat(self.root, path)
+                    except InvalidPath:
+                        st = None
+                    self.catalog.put(path, memory.id, st, *row_fields(memory), blob_hash)
+            self._index_changes(written, removed)
+        except Exception as exc:  # noqa: BLE001 - the commit stands; the caches catch up later
+            self._scanned = False  # the next read re-scans the files
+            problems.append(f"catalog and search index not updated ({type(exc).__name__}: {exc}); "
+                            "they catch up on the next read, or run 'gitmem reindex'")
+        try:
+            self.sync_history()
+        except Exception as exc:  # noqa: BLE001 - same: history catches up on the next write
+            problems.append(f"memory history not updated ({type(exc).__name__}: {exc})")
+        self._schedule_index_flush()
+        if report is not None:
+            report.warnings += problems
+
+
+def _listing(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+def _head_or_none(repo: "Repo") -> bytes | None:
+    try:
+        return repo.refs[b"HEAD"]
+    except KeyError:
+        return None
+
+
+def _remove_clone(target: "os.PathLike[str]", created: bool) -> None:
+    """Undo a refused or failed clone: the folder made for it, or what was put in
+    the empty folder the caller gave (links are removed, never followed)."""
+    from pathlib import Path
+    folder = Path(target)
+    if created:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return
+    for child in children:
+        try:
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink()
+        except OSError:
+            continue
+
+
+# ------------------------------------------------------------ helpers
+@contextmanager
+def _timer(report: SyncReport, name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        spent = (time.perf_counter() - start) * 1000
+        report.timings_ms[name] = round(report.timings_ms.get(name, 0.0) + spent, 1)
+
+
+def _back_off(attempt: int) -> None:
+    """Wait a little, randomly, before retry ``attempt`` (1, 2 ...): clones that
+    lost the same race spread out instead of colliding again."""
+    time.sleep(random.uniform(0.0, min(0.05 * 2 ** attempt, 1.0)))
+
+
+def _close_client(client: "GitClient") -> None:
+    """Release the client's connections (http keeps a pool of sockets)."""
+    try:
+        client.close()
+        pool = getattr(client, "pool_manager", None)
+        if pool is not None:
+            pool.clear()
+    except Exception:  # noqa: BLE001 - cleanup must not hide the sync's own result
+        pass
+
+
+def _release_responses(exc: BaseException) -> None:
+    """Close the http responses a failed request left open.
+
+    dulwich raises ``HTTPUnauthorized`` (401), ``NotGitRepository`` (404) and
+    other status errors without closing the response it read them from, so its
+    socket would stay open until garbage collection (a ``ResourceWarning``);
+    the responses are found in the frames the exception passed through."""
+    try:
+        from urllib3.response import BaseHTTPResponse
+    except ImportError:  # pragma: no cover - dulwich's http client needs urllib3
+        return
+    tb = exc.__traceback__
+    while tb is not None:
+        for value in list(tb.tb_frame.f_locals.values()):
+            if isinstance(value, BaseHTTPResponse):
+                try:
+                    value.close()
+                except Exception:  # noqa: BLE001 - best effort cleanup
+                    pass
+        tb = tb.tb_next
+
+
+@contextmanager
+def _remote_errors(url: str) -> Iterator[None]:
+    """Turn transport failures into one clear :class:`SyncError`, URLs redacted."""
+    from dulwich.client import HTTPUnauthorized
+    from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
+    shown = redact(url)
+    try:
+        try:
+            yield
+        except Exception as exc:
+            _release_responses(exc)
+            raise
+    except (SyncError, _RemoteMoved):
+        raise
+    except HTTPUnauthorized:
+        raise SyncError(f"authentication failed for {shown}", code="auth_failed",
+                        hint="Set up a git credential helper or ~/.git-credentials, or export "
+                             "GITMEM_GIT_USERNAME and GITMEM_GIT_PASSWORD (a token).") from None
+    except NotGitRepository:
+        raise SyncError(f"no git repository at {shown}", code="remote_unreachable",
+                        hint="Check the path or URL (gitmem remote list); the vault is unchanged.") from None
+    except HangupException as exc:
+        text = redact(str(exc) or "the remote hung up")
+        code = "auth_failed" if re.search(r"(?i)permission denied|authenticat|publickey", text) else \
+            "remote_unreachable"
+        raise SyncError(f"cannot reach {shown}: {text}", code=code,
+                        hint="Check the network, the URL and your ssh keys/agent; the vault is unchanged.") from None
+    except (GitProtocolError, OSError) as exc:
+        raise SyncError(f"cannot reach {shown}: {redact(str(exc)) or type(exc).__name__}",
+                        code="remote_unreachable",
+                        hint="Check the network and the URL; the vault is unchanged.") from None
+    except Exception as exc:  # noqa: BLE001 - urllib3 and ssh errors vary by version
+        name = type(exc).__name__
+        code = "remote_unreachable" if any(w in name for w in ("Connection", "Timeout", "MaxRetry", "NewConnection",
+                                                               "Resolution", "Protocol", "SSL")) else "sync_error"
+        raise SyncError(f"sync with {shown} failed: {name}: {redact(str(exc))}", code=code,
+                        hint="The vault is unchanged.") from None
+
+
+@contextmanager
+def _git_errors(what: str) -> Iterator[None]:
+    """Anything that is not a gitmem error (dulwich's, the file system's) becomes a
+    :class:`SyncError`: a sync racing other processes never ends in a traceback."""
+    try:
+        yield
+    except (GitmemError, _RemoteMoved):
+        raise
+    except Exception as exc:  # noqa: BLE001 - dulwich and OS errors vary
+        raise SyncError(f"{what} failed: {type(exc).__name__}: {redact(str(exc))}", code="sync_error",
+                        hint="Run it again; what was committed so far is kept.") from exc
