@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # name -> module that defines it; resolved lazily by __getattr__ (PEP 562).
 _EXPORTS = {

@@ -183,7 +183,7 @@ class VaultConfig:
 
         With ``apply_pins`` (the default), safety settings a sync held back
         (:func:`read_pins`) stay at their stronger local value."""
-        from .store import safefs
+        from . import safefs
         try:
             # A link in place of the file is never followed (the defaults, the strictest
             # settings, apply; `gitmem doctor` lists the link).
@@ -392,7 +392,7 @@ def write_pins(root: Path, settings: dict[str, dict[str, Any]]) -> None:
         path.unlink(missing_ok=True)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    from .store import safefs
+    from . import safefs
     data = json.dumps({"settings": settings}, indent=2, sort_keys=True).encode("utf-8")
     safefs.write_bytes(path.parent, path.name, data)
 

@@ -1,58 +1,60 @@
-"""The Vault: gitmem's one service class.
+"""The Vault: the one object every front door talks to.
 
 Every front door (Python API, CLI, agent tools, MCP server) calls a Vault
-method; only the Vault touches files, git and the caches.  Each write is one
-commit made under the vault lock; reads never take the lock and never write a
-memory file.
+method.  A Vault owns the services one open vault is made of
+(:mod:`gitmem.services`) and each public method hands the call to one of them:
+reads to the :class:`~gitmem.store.reader.Reader`, writes through the
+:class:`~gitmem.write.pipeline.WritePipeline` (each write is one commit made
+under the vault lock), searches to the :class:`~gitmem.search.service.SearchService`.
+Reads never take the lock and never write a memory file.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import threading
-import time
 import weakref
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from dulwich.file import FileLocked
 
-from .store import safefs
-from .store.catalog import Catalog
-from .write.checks import Origin, WriteChecks
-from .write.person_edits import guard_person_edits
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
-from .errors import (Conflict, ContentTooLarge, InvalidContent,
-                     InvalidFrontmatter, InvalidInput, InvalidMetadata, MatchError, NotAVault,
-                     NotFound, Protected)
-from .store.git import FileChange, GitStore, blob_id
-from .ops.history import HistoryMixin
-from .search.service import IndexMixin
-from .ops.lifecycle import LifecycleMixin
-from .ops.reflect import ReflectMixin
-from .store.reader import ReadMixin, row_fields
-from .ops.files import RawFilesMixin
-from .sync.syncer import SyncMixin
-from .store.locking import VaultLock
-from .store.recovery import needs_recovery, recover_vault
-from .memory.secrets import policy_of as secrets_policy, screen as screen_secrets
-from .memory.markdown import ParsedFile, decode, parse_text, render
-from .write.memory_md import MEMORY_INDEX, MemoryIndexMixin
+from .errors import Conflict, InvalidInput, InvalidMetadata, NotAVault, NotFound
 from .exchange.import_formats import markdown_notes
-from .memory.paths import check_relpath, is_memory_path, memory_relpath, slugify
-from .memory.schema import Memory, clean_metadata, derive, iso_now, new_id, ordered, validate_title
+from .memory.markdown import decode, parse_text
+from .memory.schema import Memory, derive
+from .upkeep.purge import recover_purge
+from .services import Services, open_services
+from . import safefs
+from .store.git import FileChange, GitStore
+from .store.recovery import log_recovery, needs_recovery, recover
+from .store.storage import Clock
+from .sync.syncer import MAX_ATTEMPTS
+from .write.pipeline import Committed
 
 if TYPE_CHECKING:  # pragma: no cover
     from .exchange.exporting import FolderExport
     from .exchange.importing import ImportReport
     from .exchange.view import ViewReport
+    from .upkeep.doctor import Finding
+    from .ops.files import FileWrite, ViewFile
+    from .ops.history import Version
+    from .ops.lifecycle import CompressBatch, Links, MergeResult, ProtectedContext, Summarizer, WriteResult
+    from .upkeep.purge import PurgeReport
+    from .ops.reflect import ReflectReport
+    from .search.as_of import AsOfSearch
+    from .search.index import SearchIndex
+    from .search.results import SearchPage
+    from .search.service import RefreshReport
+    from .search.vectors import EmbedWorker
+    from .store.catalog import Catalog, Touch
+    from .store.locking import VaultLock
+    from .sync.syncer import Remote, SyncReport
 
 __all__ = ["Vault", "Committed"]
 
-Clock = Callable[[], datetime]
 GITIGNORE = """\
 # gitmem keeps its private state (lock, caches, search index) in .git/gitmem/.
 # Editor and OS litter that should never become a memory:
@@ -72,18 +74,7 @@ Thumbs.db
 GITATTRIBUTES = """\
 MEMORY.md merge=union
 """
-# Seconds of quiet before .git/index is brought up to date.  Rewriting the
-# index costs ~50 ms at 10k files, so it is batched, not paid per write; the
-# window in which a shell `git commit -a` could see a stale index stays short.
-_INDEX_FLUSH_DELAY = 0.25
-# When git holds .git/index.lock (an IDE polling `git status`), the update is retried:
-# first after 0.05 s, doubling up to 0.25 s apart (git holds the lock for
-# milliseconds, so frequent tries get through), for 60 s; then it stays marked
-# (index-dirty) for the next write or the next process to repair.  close() retries
-# for at most _CLOSE_FLUSH_TIMEOUT so an exiting process never hangs on a stuck lock.
-_INDEX_RETRY_FIRST = 0.05
-_INDEX_RETRY_MAX = 0.25
-_INDEX_RETRY_FOR = 60.0
+# An exiting process waits at most this long for git's index.lock to update .git/index.
 _CLOSE_FLUSH_TIMEOUT = 10.0
 _live_vaults: "weakref.WeakSet[Vault]" = weakref.WeakSet()
 
@@ -97,16 +88,7 @@ def _close_all() -> None:  # pragma: no cover - exercised by CLI subprocess test
             pass
 
 
-@dataclass(frozen=True)
-class Committed:
-    """What :meth:`Vault._commit` made: the commit id and the memories it wrote."""
-
-    sha: str
-    memories: dict[str, Memory]
-
-
-class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixin, ReflectMixin,
-            RawFilesMixin, SyncMixin):
+class Vault:
     """A gitmem vault: a git repository of Markdown memories in tier folders.
 
     Open with :meth:`Vault.open` or create with :meth:`Vault.init`; use as a
@@ -120,37 +102,106 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
 
     def __init__(self, root: Path, *, author: str | Identity | None = None,
                  clock: Clock | None = None, lock_timeout: float = 30.0) -> None:
-        self.root = Path(os.path.realpath(root))
-        if not (self.root / ".git").is_dir():
+        root = Path(os.path.realpath(root))
+        if not (root / ".git").is_dir():
             raise NotAVault(f"{root} is not a gitmem vault (no .git folder)")
-        self.git = GitStore(self.root)
-        self.config = VaultConfig.load(self.root)
-        # Every commit and fast-forward passes these before git stores anything (checks.py).
-        self.git.checks = WriteChecks(self.root, lambda: self.config)
-        self.clock: Clock = clock or (lambda: datetime.now(timezone.utc))
         if isinstance(author, str):
             author = Identity.parse(author)
-        self.author: Identity = author or env_author() or self.config.author
-        self.state_dir = self.git.git_dir / "gitmem"
-        # Whoever takes the lock first finishes a write whose process was killed (recovery.py).
-        self.lock = VaultLock(self.state_dir / "lock", timeout=lock_timeout,
-                              on_acquire=lambda: recover_vault(self))
-        self.catalog = Catalog(self.state_dir / "catalog.sqlite")
-        self._scanned = False
-        self._flush_timer: threading.Timer | None = None
+        self.services: Services = open_services(
+            root, author=author or env_author(), clock=clock or (lambda: datetime.now(timezone.utc)),
+            lock_timeout=lock_timeout, on_lock=self._recover)
         self._closed = False
-        self._search_index = None
-        # Outside edits the write checks refused at the last commit_outside_edits (path -> why).
-        self.outside_refused: dict[str, str] = {}
-        # Bytes of the files the write in progress read (path -> bytes); see person_edits.py.
-        self._bases: dict[str, bytes] = {}
-        if needs_recovery(self.git) or self.git.index_dirty():
+        git = self.services.store.git
+        if needs_recovery(git) or git.index_dirty():
             with self.lock.hold():
                 try:
-                    self.git.repair_index()  # a writer died before syncing .git/index
+                    git.repair_index()  # a writer died before syncing .git/index
                 except FileLocked:
                     pass  # git holds index.lock: still marked; close() or the next process repairs it
         _live_vaults.add(self)
+
+    # ------------------------------------------------------------ the parts
+    @property
+    def root(self) -> Path:
+        """The vault's folder."""
+        return self.services.store.root
+
+    @property
+    def git(self) -> GitStore:
+        """The vault's git repository."""
+        return self.services.store.git
+
+    @property
+    def catalog(self) -> "Catalog":
+        """The private cache of file rows and history (``.git/gitmem/catalog.sqlite``)."""
+        return self.services.store.catalog
+
+    @property
+    def lock(self) -> "VaultLock":
+        """The vault lock every write holds."""
+        return self.services.store.lock
+
+    @property
+    def state_dir(self) -> Path:
+        """``.git/gitmem``: the lock, caches and search index (never tracked)."""
+        return self.services.store.state_dir
+
+    @property
+    def config(self) -> VaultConfig:
+        """The vault's settings (``.gitmem.yaml``)."""
+        return self.services.store.config
+
+    @config.setter
+    def config(self, value: VaultConfig) -> None:
+        self.services.store.config = value
+
+    @property
+    def author(self) -> Identity:
+        """Who writes when a call names nobody."""
+        return self.services.store.author
+
+    @author.setter
+    def author(self, value: Identity) -> None:
+        self.services.store.author = value
+
+    @property
+    def clock(self) -> Clock:
+        """The clock writes are dated with."""
+        return self.services.store.clock
+
+    @property
+    def index(self) -> "SearchIndex":
+        """The search index, opened (and caught up with the files) on first use."""
+        return self.services.searcher.index
+
+    @property
+    def as_of_search(self) -> "AsOfSearch":
+        """Searches of the vault as it was at a commit or date."""
+        return self.services.searcher.as_of_search
+
+    @property
+    def outside_refused(self) -> dict[str, str]:
+        """Outside edits the write checks refused at the last :meth:`commit_outside_edits`."""
+        return self.services.pipeline.outside_refused
+
+    @property
+    def files_tier(self) -> str:
+        """The tier file-shaped tools see as their root (``files_tier`` setting)."""
+        return self.services.files.files_tier
+
+    @property
+    def head(self) -> str | None:
+        """The sha of the vault's latest commit (None before the first)."""
+        sha = self.git.head()
+        return sha.decode() if sha else None
+
+    def now(self) -> str:
+        """The clock's time as ISO 8601 UTC."""
+        return self.services.store.now()
+
+    def is_memory_path(self, path: str) -> bool:
+        """True if the vault-relative ``path`` is a memory file of this vault's tiers."""
+        return self.services.store.is_memory_path(path)
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -230,70 +281,53 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
             if not any(c.path.startswith(tier + "/") for c in changes):
                 changes.append(FileChange(f"{tier}/.gitkeep", b""))
         what = f" with {len(imported)} memories from {source.name}" if source else ""
-        vault._commit(changes, f"init: gitmem vault{what}", "init",
+        vault.services.pipeline.commit(changes, f"init: gitmem vault{what}", "init",
                       [(mid, rel, "import") for mid, rel in imported], origin="person")
         vault.import_report = {"source": str(source) if source else None, "imported": len(imported),
                                "outside_tiers": outside, "import_tier": import_tier}
+        return vault
+
+    @classmethod
+    def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> "Vault":
+        """Copy a shared vault from ``url`` into the new folder ``path`` (remote ``origin``)
+        and open it; ``kwargs`` go to :meth:`Vault.open` (``author``, ``clock``).  Every
+        tree is checked before anything is written (see :mod:`gitmem.sync.syncer`)."""
+        from .sync.syncer import clone_repository
+        vault = cls.open(clone_repository(url, path), **kwargs)
+        vault.sync_history()  # record the history now, so later syncs pay only for what arrives
         return vault
 
     def close(self) -> None:
         """Sync ``.git/index`` with HEAD and release resources (idempotent).
 
         If git holds ``index.lock``, the index update is retried for up to
-        ``_CLOSE_FLUSH_TIMEOUT`` seconds; after that it stays marked dirty and the
-        next process that opens the vault repairs it.
+        ten seconds; after that it stays marked dirty and the next process that
+        opens the vault repairs it.
         """
         if self._closed:
             return
-        if self._flush_timer:
-            self._flush_timer.cancel()
+        pipeline = self.services.pipeline
         # Marked closed only after the flush: if a signal ends the process meanwhile
         # (SystemExit), the atexit handler's close() runs the flush again.
-        flushed = self._flush_retrying(_CLOSE_FLUSH_TIMEOUT)
+        flushed = pipeline.flush(_CLOSE_FLUSH_TIMEOUT)
         try:  # without the vault lock (it waits for a run of the idle timer under way)
             self.git.housekeep(closing=True)
         except Exception:  # noqa: BLE001 - packing can wait for the next process
             pass
-        self._closed = True
+        self._closed = pipeline.closed = True
         with self.lock.hold():
             if not self.git.flush_index() or not flushed:
                 self.git.mark_index_dirty()  # given up: the next process to open the vault repairs it
-            if self._search_index is not None:
-                self._search_index.close()
-            if self._as_of is not None:
-                self._as_of.close()
+            self.services.searcher.close()
             self.lock.close()  # other threads' later writes get VaultClosed, not a closed database
         self.git.repo.close()
         self.catalog.close()
         _live_vaults.discard(self)
 
     def flush(self) -> None:
-        """Bring ``.git/index`` in line with HEAD now (normally done lazily).
-
-        Retries while git holds ``index.lock`` (at most ``_CLOSE_FLUSH_TIMEOUT`` s)."""
-        if self._flush_timer:
-            self._flush_timer.cancel()
-        self._flush_retrying(_CLOSE_FLUSH_TIMEOUT)
-
-    def _flush_retrying(self, timeout: float) -> bool:
-        """Flush ``.git/index``, retrying with backoff for up to ``timeout`` seconds;
-        True once nothing is pending.  The vault lock is taken per attempt only."""
-        deadline = time.monotonic() + timeout
-        delay = _INDEX_RETRY_FIRST
-        while True:
-            with self.lock.hold():
-                if self.git.flush_index():
-                    if not self.git.index_dirty():
-                        return True
-                    try:  # left dirty by a process that gave up (or an open that met the lock)
-                        self.git.repair_index()
-                        return True
-                    except FileLocked:
-                        pass
-            if time.monotonic() + delay > deadline:
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, _INDEX_RETRY_MAX)
+        """Bring ``.git/index`` in line with HEAD now (normally done lazily); retries while
+        git holds ``index.lock`` (at most ten seconds)."""
+        self.services.pipeline.flush(_CLOSE_FLUSH_TIMEOUT)
 
     def __enter__(self) -> "Vault":
         return self
@@ -301,149 +335,96 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
     def __exit__(self, *_: Any) -> None:
         self.close()
 
-    @property
-    def head(self) -> str | None:
-        """The sha of the vault's latest commit (None before the first)."""
-        sha = self.git.head()
-        return sha.decode() if sha else None
+    def _recover(self) -> None:
+        """Each time this process takes the vault lock: finish or roll back a write or a
+        purge whose process was killed, then bring ``.git/index``, the catalog and the
+        search index in line (two stats when there is nothing to do)."""
+        recover_purge(self.services)
+        git = self.services.store.git
+        if not needs_recovery(git):
+            return
+        report = recover(git)
+        try:
+            git.repair_index()
+        except Exception:  # noqa: BLE001 - a git command holds index.lock: index-dirty stays, retried later
+            pass
+        if report.paths:
+            if self.services.searcher.open_index is not None:   # keep an open index current
+                self.services.searcher.refresh(report.paths)
+            else:
+                self.services.reader.scan_paths(report.paths)
+        if report.actions:
+            log_recovery(git, report.actions)
 
-    def now(self) -> str:
-        """The injected clock's time as ISO 8601 UTC."""
-        return iso_now(self.clock())
+    # ------------------------------------------------------------- reading
+    def list(self, *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
+             tags: str | Iterable[str] | None = None, status: str | Iterable[str] | None = "active",
+             scope: str | None = None, agent: str | None = None, limit: int | None = None,
+             as_of: str | None = None) -> list[Memory]:
+        """Memories matching every given filter, newest ``updated`` first.
 
-    def write_view(self, path: str | os.PathLike[str] | None = None) -> "ViewReport":
-        """Write the history viewer, one self-contained HTML page, to ``path`` (default
-        ``.git/gitmem/view.html``, outside the tracked files): tiers, memories, the commit
-        timeline, each memory's versions with diffs and its moves.
-        Returns a :class:`gitmem.exchange.view.ViewReport` (path, counts, bytes, seconds)."""
-        from .exchange.view import write_view
-        return write_view(self, path)
+        ``status`` defaults to ``"active"``; pass ``None`` for every status.
+        ``tags`` matches memories carrying all the given tags.  Bodies are not
+        loaded (``body`` is ""); use :meth:`get` for the full memory.  ``as_of``
+        lists the memories of the vault as it was at a commit or date (see
+        :meth:`search`).
+        """
+        if as_of is None:
+            return self.services.reader.list(tier=tier, type=type, tags=tags, status=status, scope=scope,
+                                             agent=agent, limit=limit)
+        from .store.reader import listing_filters
+        want, need_tags = listing_filters(self.config.tiers, tier=tier, type=type, tags=tags, status=status,
+                                          scope=scope, agent=agent)
+        return self.services.searcher.list_as_of(as_of, want, need_tags, limit)
 
-    # -------------------------------------------------------------- writing
-    def _author(self, author: str | Identity | None) -> Identity:
-        if author is None:
-            return self.author
-        return author if isinstance(author, Identity) else Identity.parse(author)
+    def render_memory_index(self) -> bytes:
+        """The content ``MEMORY.md`` has for the vault as it is now."""
+        return self.services.memory_md.render()
 
-    def _protected(self, memory: Memory) -> bool:
-        return memory.type in self.config.protected_types and memory.status == "active"
+    # -------------------------------------------------- reader
+    def refused_links(self) -> list[str]:
+        """Symbolic links in the tier folders (and a linked tier folder itself), and file names that
+        are not valid UTF-8: gitmem never reads, follows or commits them
+        (:meth:`Reader.refused_links`)."""
+        return self.services.reader.refused_links()
 
-    def _guard(self, memory: Memory, force: bool, action: str) -> None:
-        if self._protected(memory) and not force:
-            raise Protected(f"{memory.title!r} is a protected {memory.type}; refusing to {action} it")
+    def memory_from_bytes(self, path: str, data: bytes) -> Memory:
+        """A memory file's bytes (from any commit) read as a fresh vault reads them: no id is
+        inherited from a name the file had before (unlike a file on disk)
+        (:meth:`Reader.memory_from_bytes`)."""
+        return self.services.reader.memory_from_bytes(path, data)
 
-    def _render(self, meta: Mapping[str, Any], body: str, raw: Mapping[str, str] | None = None) -> bytes:
-        if not isinstance(body, str):
-            raise InvalidContent(f"content must be text, got {type(body).__name__}")
-        if "\x00" in body:
-            raise InvalidContent("content contains NUL characters")
-        meta, body = screen_secrets(meta, body, secrets_policy(self.config))  # refuse/redact (secrets.py)
-        data = render(meta, body, raw).encode("utf-8", "surrogatepass")
-        if len(data) > self.config.max_content_bytes:
-            raise ContentTooLarge(f"memory is {len(data):,} bytes; the limit is "
-                                  f"{self.config.max_content_bytes:,}")
-        return data
+    def scan(self) -> tuple[list[str], list[str]]:
+        """Re-read changed files into the catalog; returns (changed, removed) paths
+        (:meth:`Reader.scan`)."""
+        return self.services.reader.scan()
 
-    def _unique_stem(self, title: str, memory_id: str) -> str:
-        base = slugify(title) or f"memory-{memory_id[:8]}"
-        self._ensure_scanned()
-        stem, n = base, 2
-        while self.catalog.stem_taken(stem):
-            stem, n = f"{base}-{n}", n + 1
-        return stem
+    def scan_paths(self, paths: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Like :meth:`scan` for just these vault-relative paths (:meth:`Reader.scan_paths`)."""
+        return self.services.reader.scan_paths(paths)
 
+    def resolve(self, ref: str) -> str:
+        """The path of the memory ``ref`` names: an id (or unique id prefix of 4+ characters), a
+        vault-relative path, a file name (with or without ``.md``), an exact title or an Obsidian
+        alias (case-insensitive), or a note as an Obsidian ``[[link]]`` names it (``Folder/Note``,
+        ``Note#heading``, ``[[Note|label]]``) (:meth:`Reader.resolve`)."""
+        return self.services.reader.resolve(ref)
+
+    def get(self, ref: str) -> Memory:
+        """Read one memory (see :meth:`resolve` for what ``ref`` may be) (:meth:`Reader.get`)."""
+        return self.services.reader.get(ref)
+
+    def exists(self, ref: str) -> bool:
+        """True if ``ref`` names exactly one memory (:meth:`Reader.exists`)."""
+        return self.services.reader.exists(ref)
+
+    # -------------------------------------------------- memories
     def add(self, title: str, body: str = "", *, type: str = "memory", tier: str | None = None,
             tags: Sequence[str] | None = None, author: str | Identity | None = None,
             path: str | None = None, force: bool = False, **fields: Any) -> Memory:
-        """Create a memory (one commit ``add: <title>``) and return it.
-
-        ``fields`` are any other frontmatter fields (importance, confidence,
-        scope, entities, related, summary, source, expires, ...).  ``path``
-        places the file explicitly (vault-relative, under a tier folder);
-        otherwise it goes to ``<tier>/<h1>/<h2>/<slug>.md``.  A ``supersedes``
-        field (or ``related`` entries with relation ``supersedes``) marks those
-        memories ``status: superseded`` with ``superseded_by`` in the same commit
-        (a protected one needs ``force``).  :meth:`write` adds dedup and
-        idempotency on top of this.
-        """
-        who = self._author(author)
-        title = validate_title(title)
-        tier = tier or self.config.tiers[0]
-        memory_id = str(fields.pop("id", None) or new_id())
-        now = self.now()
-        meta = {"id": memory_id, "title": title, "type": type, "tier": tier, "status": "active",
-                "tags": list(tags or []), "created": now, "updated": now, "agent": who.name, **fields}
-        meta = ordered(clean_metadata(meta, tiers=self.config.tiers))
-        with self.lock.hold():
-            if self.catalog.by_id(memory_id):
-                raise Conflict(f"a memory with id {memory_id} already exists")
-            olds = self._superseded_by_new(meta, force)
-            if path is not None:
-                rel = self._new_path(path, meta)
-            else:
-                rel = memory_relpath(tier, memory_id, self._unique_stem(title, memory_id))
-            changes = [FileChange(rel, self._render(meta, body))]
-            touched = [(memory_id, rel, "add")]
-            for old, parsed in olds:
-                changes.append(FileChange(old.path, self._render(
-                    ordered(dict(old.meta, status="superseded", superseded_by=memory_id,
-                                 updated=now)), old.body, parsed.raw_blocks)))
-                touched.append((old.id, old.path, "supersede"))
-            subject = f"add: {title}" + (f" (supersedes {', '.join(o.title for o, _ in olds)})"
-                                         if olds else "")
-            done = self._commit(changes, subject, "add", touched, author=who,
-                                forced=force and any(self._protected(o) for o, _ in olds))
-        return self._written(done, rel)
-
-    def _superseded_by_new(self, meta: dict[str, Any], force: bool) -> list[tuple[Memory, ParsedFile]]:
-        """The memories a new memory's ``supersedes`` names (resolved; ids written back)."""
-        refs = [meta["supersedes"]] if meta.get("supersedes") else []
-        refs += [r["id"] for r in meta.get("related", []) if r["relation"] == "supersedes"]
-        found: dict[str, tuple[Memory, ParsedFile]] = {}
-        resolved: dict[str, str] = {}
-        for ref in refs:
-            old, parsed = self._current(str(ref))
-            self._guard(old, force, "supersede")
-            found.setdefault(old.id, (old, parsed))
-            resolved[str(ref)] = old.id
-        if meta.get("supersedes"):
-            meta["supersedes"] = resolved[str(meta["supersedes"])]
-        for entry in meta.get("related", []):
-            if entry["relation"] == "supersedes":
-                entry["id"] = resolved[entry["id"]]
-        return list(found.values())
-
-    def _new_path(self, path: str, meta: dict[str, Any]) -> str:
-        rel = check_relpath(path)
-        if not rel.endswith(".md"):
-            rel += ".md"
-        top = rel.split("/", 1)[0]
-        if top not in self.config.tiers or "/" not in rel:
-            raise InvalidInput(f"path {path!r} must start with a tier folder "
-                               f"({', '.join(self.config.tiers)})")
-        meta["tier"] = top
-        if safefs.lstat(self.root, rel) is not None:
-            raise Conflict(f"{rel} already exists", hint="Update it instead, or pick another name.")
-        if self.catalog.stem_taken(rel.rsplit("/", 1)[-1][:-3]):
-            raise Conflict(f"a memory file named {rel.rsplit('/', 1)[-1]} already exists in the vault",
-                           hint="File names are unique across tiers so [[links]] stay unambiguous.")
-        return rel
-
-    def _current(self, ref: str) -> tuple[Memory, ParsedFile]:
-        """The memory and its parsed file, refusing files gitmem cannot rewrite safely."""
-        path = self.resolve(ref)
-        try:
-            data = safefs.read_bytes(self.root, path)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            raise NotFound(f"{path} no longer exists", hint="It was moved or removed meanwhile; retry.") from None
-        if self.lock.held:
-            self._bases[path] = data  # what this write is based on (person_edits.py)
-        memory, parsed = self._read_parsed(path, data)
-        if memory.problems or parsed.problem:
-            raise InvalidFrontmatter(
-                f"{path} has frontmatter gitmem cannot parse: {'; '.join(memory.problems)}",
-                hint="Fix the file by hand (gitmem doctor lists such files); gitmem will not overwrite it.")
-        return memory, parsed
+        """Create a memory (one commit ``add: <title>``) and return it (:meth:`Memories.add`)."""
+        return self.services.memories.add(title, body, type=type, tier=tier, tags=tags, author=author,
+                                          path=path, force=force, **fields)
 
     def update(self, ref: str, *, body: str | None = None, append: str | None = None,
                replace: tuple[str, str] | None = None, title: str | None = None,
@@ -451,144 +432,294 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
                remove_tags: Sequence[str] = (), meta: Mapping[str, Any] | None = None,
                force: bool = False, author: str | Identity | None = None,
                message: str | None = None) -> Memory:
-        """Change a memory in one commit ``update: <title>``.
-
-        ``body`` replaces the content, ``append`` adds a paragraph at the end,
-        ``replace=(old, new)`` swaps text that must occur exactly once.
-        ``tags`` replaces the tag list; ``add_tags``/``remove_tags`` edit it;
-        ``meta`` sets other frontmatter fields (a value of None removes one).
-        Changing the content, title or type of a protected memory needs ``force``.
-        """
-        who = self._author(author)
-        with self.lock.hold():
-            memory, parsed = self._current(ref)
-            new_meta = dict(memory.meta)
-            new_body = memory.body
-            content_change = body is not None or append is not None or replace is not None
-            if body is not None:
-                new_body = body
-            if append is not None:
-                sep = "" if not new_body or new_body.endswith("\n\n") else ("\n" if new_body.endswith("\n") else "\n\n")
-                new_body = f"{new_body}{sep}{append}" + ("" if append.endswith("\n") else "\n")
-            if replace is not None:
-                old, new = replace
-                if not isinstance(old, str) or not old:
-                    raise InvalidInput("the text to replace is empty")
-                count = new_body.count(old)
-                if count != 1:
-                    raise MatchError(
-                        f"the text to replace occurs {count} times in {memory.path}; it must occur exactly once",
-                        code="no_match" if count == 0 else "ambiguous_match",
-                        hint="Quote more surrounding text so it matches exactly once.")
-                new_body = new_body.replace(old, new, 1)
-            if title is not None:
-                new_meta["title"] = validate_title(title)
-                content_change = True
-            if tags is not None:
-                new_meta["tags"] = list(tags)
-            if add_tags or remove_tags:
-                drop = set(remove_tags)
-                current = [t for t in new_meta.get("tags", []) if t not in drop]
-                new_meta["tags"] = list(dict.fromkeys([*current, *add_tags]))  # linear, order kept
-            for key, value in (meta or {}).items():
-                if key in ("id", "tier", "created"):
-                    raise InvalidMetadata(f"{key} cannot be changed by update",
-                                          hint="Use move() to change the tier." if key == "tier" else None)
-                if key == "type":
-                    content_change = True
-                new_meta[key] = value
-                if value is None:
-                    new_meta.pop(key)
-            if content_change:
-                self._guard(memory, force, "overwrite")
-            new_meta["updated"] = self.now()
-            new_meta = ordered(clean_metadata(new_meta, tiers=self.config.tiers))
-            if new_meta == memory.meta and new_body == memory.body:
-                return memory  # nothing changed: no empty commit
-            data = self._render(new_meta, new_body, parsed.raw_blocks)
-            subject = message or f"update: {new_meta['title']}"
-            done = self._commit([FileChange(memory.path, data)], subject, "update",
-                               [(memory.id, memory.path, "update")], author=who, forced=force and self._protected(memory))
-        return self._written(done, memory.path)
+        """Change a memory in one commit ``update: <title>`` (:meth:`Memories.update`)."""
+        return self.services.memories.update(ref, body=body, append=append, replace=replace, title=title,
+                                             tags=tags, add_tags=add_tags, remove_tags=remove_tags,
+                                             meta=meta, force=force, author=author, message=message)
 
     def move(self, ref: str, tier: str, *, force: bool = False, author: str | Identity | None = None,
              extra_meta: Mapping[str, Any] | None = None, op: str = "move",
              body: str | None = None) -> Memory:
-        """Move a memory to another tier: one commit, a tracked rename.
-
-        ``body`` also replaces the content in the same commit (the ``fsm``
-        profile's ``update_memory`` with content and tier)."""
-        who = self._author(author)
-        if tier not in self.config.tiers:
-            raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(self.config.tiers)}")
-        with self.lock.hold():
-            memory, parsed = self._current(ref)
-            if memory.tier == tier and not extra_meta and body is None:
-                return memory
-            self._guard(memory, force, "move")
-            changes, new_path = self._move_changes(memory, parsed, tier, extra_meta, body)
-            subject = f"{op}: {memory.title} {memory.tier} -> {tier}"
-            done = self._commit(changes, subject, op, [(memory.id, new_path, op)], author=who,
-                               forced=force and self._protected(memory))
-        return self._written(done, new_path)
-
-    def _move_changes(self, memory: Memory, parsed: ParsedFile, tier: str,
-                      extra_meta: Mapping[str, Any] | None = None,
-                      body: str | None = None) -> tuple[list[FileChange], str]:
-        """The file changes that move ``memory`` to ``tier`` (a rename git tracks), set
-        ``extra_meta`` (None removes a key) and optionally a new ``body``.  Moving into
-        the archive records ``archived_from`` and marks an active memory archived;
-        moving out makes it active again."""
-        new_meta = dict(memory.meta, tier=tier)
-        archive = self.config.archive_tier
-        if tier == archive and memory.tier != archive:
-            new_meta.setdefault("archived_from", memory.tier)
-            if new_meta.get("status", "active") == "active":
-                new_meta["status"] = "archived"
-        elif memory.tier == archive and tier != archive:
-            for key in ("archived_from", "archived_into", "merged_into"):
-                new_meta.pop(key, None)
-            new_meta["status"] = "active"
-        for key, value in (extra_meta or {}).items():
-            new_meta[key] = value
-            if value is None:
-                new_meta.pop(key)
-        new_meta = ordered(clean_metadata(new_meta, tiers=self.config.tiers))
-        rest = memory.path.split("/", 1)[1] if "/" in memory.path else memory.path
-        new_path = f"{tier}/{rest}"
-        if new_path != memory.path and safefs.lstat(self.root, new_path) is not None:
-            raise Conflict(f"cannot move {memory.path}: {new_path} already exists")
-        data = self._render(new_meta, memory.body if body is None else body, parsed.raw_blocks)
-        changes = [FileChange(new_path, data, moved_from=memory.path if new_path != memory.path else None)]
-        if new_path != memory.path:
-            changes.insert(0, FileChange(memory.path, None))
-        return changes, new_path
+        """Move a memory to another tier: one commit, a tracked rename (:meth:`Memories.move`)."""
+        return self.services.memories.move(ref, tier, force=force, author=author, extra_meta=extra_meta,
+                                           op=op, body=body)
 
     def delete(self, ref: str, *, hard: bool = False, force: bool = False,
                author: str | Identity | None = None) -> Memory:
-        """Delete a memory in one commit.
+        """Delete a memory in one commit (:meth:`Memories.delete`)."""
+        return self.services.memories.delete(ref, hard=hard, force=force, author=author)
 
-        Soft (default): ``status: deleted`` and moved to the archive tier, still
-        readable.  Hard: the file is removed.  Both are recoverable from history
-        with :meth:`restore`.  Returns the memory as it was before a hard
-        delete, or as it is now after a soft one.
-        """
-        who = self._author(author)
-        if not hard:
-            with self.lock.hold():
-                memory, _ = self._current(ref)
-                self._guard(memory, force, "delete")
-                return self.move(memory.path, self.config.archive_tier, force=force, author=who,
-                                 extra_meta={"status": "deleted", "updated": self.now()}, op="delete")
-        with self.lock.hold():
-            memory = self.get(ref)
-            self._guard(memory, force, "delete")
-            done = self._commit([FileChange(memory.path, None)], f"delete: {memory.title} (hard)", "delete",
-                               [(memory.id, None, "delete")], author=who, forced=force and self._protected(memory))
-        memory.commit = done.sha
-        return memory
+    # -------------------------------------------------- lifecycle
+    def write(self, content: str, *, title: str | None = None, type: str | None = None,
+              tier: str | None = None, tags: Sequence[str] | None = None, dedup: bool | str = False,
+              external_write_id: str | None = None, upsert: bool = False,
+              allow_protected: Collection[str] = (), default_type: str = "memory",
+              author: str | Identity | None = None,
+              force: bool = False, **fields: Any) -> WriteResult:
+        """Create a memory unless it is already there (an agent's add/write)
+        (:meth:`Lifecycle.write`)."""
+        return self.services.lifecycle.write(content, title=title, type=type, tier=tier, tags=tags,
+                                             dedup=dedup, external_write_id=external_write_id,
+                                             upsert=upsert, allow_protected=allow_protected,
+                                             default_type=default_type, author=author, force=force,
+                                             **fields)
 
-    # ------------------------------------------------------ import / export
+    def protected_context(self) -> ProtectedContext:
+        """All active protected memories (rules and constraints, then goals, each by importance), as
+        data and as one Markdown block to put in a prompt (:meth:`Lifecycle.protected_context`)."""
+        return self.services.lifecycle.protected_context()
+
+    def compress_tier(self, tier: str, *, older_than_days: float | None = None,
+                      tag: str | None = None, type: str | None = None,
+                      max_chars: int | None = None) -> CompressBatch:
+        """The combined content of ``tier``'s active, unprotected memories (each with its title, id
+        and date), oldest first, and the files it came from (:meth:`Lifecycle.compress_tier`)."""
+        return self.services.lifecycle.compress_tier(tier, older_than_days=older_than_days, tag=tag,
+                                                     type=type, max_chars=max_chars)
+
+    def compress(self, tier: str, summary: str | None = None, title: str | None = None,
+                 files: Sequence[str] | None = None, *, tags: Sequence[str] | None = None,
+                 summarizer: Summarizer | None = None, force: bool = False,
+                 author: str | Identity | None = None, **batch_filters: Any) -> Memory:
+        """The tiered compress flow as one commit: create ``summary`` in the next tier up, with
+        ``related: derived_from`` links to every source, and move every source into the archive
+        (``status: archived``, ``archived_into: <summary id>``) (:meth:`Lifecycle.compress`)."""
+        return self.services.lifecycle.compress(tier, summary, title, files, tags=tags,
+                                                summarizer=summarizer, force=force, author=author,
+                                                **batch_filters)
+
+    def archive(self, refs: Sequence[str], *, force: bool = False,
+                author: str | Identity | None = None) -> list[Memory]:
+        """Move memories into the archive tier in one commit (tracked renames)
+        (:meth:`Lifecycle.archive`)."""
+        return self.services.lifecycle.archive(refs, force=force, author=author)
+
+    def unarchive(self, ref: str, *, tier: str | None = None,
+                  author: str | Identity | None = None) -> Memory:
+        """Bring an archived memory back to the tier it came from (or ``tier``), active
+        (:meth:`Lifecycle.unarchive`)."""
+        return self.services.lifecycle.unarchive(ref, tier=tier, author=author)
+
+    def merge(self, refs: Sequence[str], content: str | None = None, *,
+              title: str | None = None, force: bool = False,
+              author: str | Identity | None = None) -> MergeResult:
+        """Merge memories into a new one (one commit) (:meth:`Lifecycle.merge`)."""
+        return self.services.lifecycle.merge(refs, content, title=title, force=force, author=author)
+
+    def links(self, ref: str) -> Links:
+        """Outgoing links of a memory (``related`` with relation types, supersede and archive
+        pointers, body ``[[wikilinks]]``) and its backlinks (:meth:`Lifecycle.links`)."""
+        return self.services.lifecycle.links(ref)
+
+    # -------------------------------------------------- reflect
+    def reflect(self, dry_run: bool = False, *,
+                author: str | Identity | None = None) -> ReflectReport:
+        """Consolidate the vault (see :mod:`gitmem.ops.reflect`): one commit, or none when there is
+        nothing to do or ``dry_run``.  A reflect started while another runs (in any process) returns
+        at once with zero counts and ``busy=True`` (:meth:`Reflect.reflect`)."""
+        return self.services.reflect.reflect(dry_run, author=author)
+
+    # -------------------------------------------------- history
+    def sync_history(self) -> int:
+        """Record the memories touched by commits made since the last sync
+        (:meth:`History.sync_history`)."""
+        return self.services.history.sync_history()
+
+    def touch_log(self) -> list[tuple[str, Touch]]:
+        """Every (memory id, :class:`Touch`) recorded, in the order the commits were made: the whole
+        vault's history in one indexed read (``history`` reads one memory's)
+        (:meth:`History.touch_log`)."""
+        return self.services.history.touch_log()
+
+    def history(self, ref: str) -> list[Version]:
+        """Every commit that touched the memory, oldest first, across moves
+        (:meth:`History.history`)."""
+        return self.services.history.history(ref)
+
+    def show_at(self, ref: str, rev: str | int) -> Memory:
+        """The memory as it was at ``rev`` (``~N``, a commit id, or an ISO date)
+        (:meth:`History.show_at`)."""
+        return self.services.history.show_at(ref, rev)
+
+    def diff(self, ref: str, old: str | int | None = None, new: str | int | None = None) -> str:
+        """Unified diff of a memory between two versions (:meth:`History.diff`)."""
+        return self.services.history.diff(ref, old, new)
+
+    def restore(self, ref: str, rev: str | int, *, force: bool = False,
+                author: Any = None) -> Memory:
+        """Bring a memory back to an earlier version, as a new commit (:meth:`History.restore`)."""
+        return self.services.history.restore(ref, rev, force=force, author=author)
+
+    # -------------------------------------------------- searcher
+    def refresh(self, paths: Iterable[str] | None = None) -> RefreshReport:
+        """Bring the catalog and the search index up to date with the files
+        (:meth:`SearchService.refresh`)."""
+        return self.services.searcher.refresh(paths)
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild the search index from the files; returns the number of memories
+        (:meth:`SearchService.reindex`)."""
+        return self.services.searcher.reindex(progress)
+
+    def search(self, query: str, *, limit: int = 10, offset: int = 0,
+               include_inactive: bool = False, as_of: str | None = None,
+               progress: Callable[[int, int], None] | None = None, hybrid: bool | None = None,
+               **filters: str | Sequence[str] | None) -> "SearchPage":
+        """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters)
+        (:meth:`SearchService.search`)."""
+        return self.services.searcher.search(query, limit=limit, offset=offset,
+                                             include_inactive=include_inactive, as_of=as_of,
+                                             progress=progress, hybrid=hybrid, **filters)
+
+    def embed(self, *, rebuild: bool = False,
+              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Compute the embedding vectors of new and changed memories for hybrid search (a cache in
+        ``.git/gitmem/vectors/``; ``rebuild`` drops every stored vector first).  Needs the ``embed``
+        extra (NotInstalled otherwise).  Returns what was done: ``embedded``, ``vectors`` (stored
+        now), ``model``, ``backend``, ``path`` (:meth:`SearchService.embed`)."""
+        return self.services.searcher.embed(rebuild=rebuild, progress=progress)
+
+    # -------------------------------------------------- pipeline
+    def outside_changes(self, paths: Iterable[str] | None = None) -> list[FileChange]:
+        """Memory files whose content differs from HEAD (edited outside gitmem)
+        (:meth:`WritePipeline.outside_changes`)."""
+        return self.services.pipeline.outside_changes(paths)
+
+    def commit_outside_edits(self, paths: Iterable[str] | None = None,
+                             author: Any = None, reason: str | None = None) -> str | None:
+        """Commit memory files edited outside gitmem, as one commit authored by the vault's ``user``
+        (from ``.gitmem.yaml``); the files are not touched. ``reason`` is added to the subject in
+        parentheses (``edit: <title> (outside edit)``) (:meth:`WritePipeline.commit_outside_edits`)."""
+        return self.services.pipeline.commit_outside_edits(paths, author, reason)
+
+    # -------------------------------------------------- files
+    def file_path(self, path: str) -> str:
+        """The vault-relative path a file-view ``path`` names (validated, not required to exist)
+        (:meth:`Files.file_path`)."""
+        return self.services.files.file_path(path)
+
+    def view_path(self, relpath: str) -> str:
+        """The file-view spelling of a vault-relative path (inverse of :meth:`file_path`)
+        (:meth:`Files.view_path`)."""
+        return self.services.files.view_path(relpath)
+
+    def readable_files(self, folder: str | None = None) -> list[ViewFile]:
+        """The files of the readable view under vault-relative ``folder`` (None or a tier folder:
+        projected spellings; a deeper folder: the files' own paths), sorted by their readable
+        spelling.  Deleted memories are left out.  Catches up with outside edits first (a scan)
+        (:meth:`Files.readable_files`)."""
+        return self.services.files.readable_files(folder)
+
+    def readable_path(self, path: str) -> str:
+        """The vault-relative path a readable-view ``path`` names (inverse of the projection
+        :meth:`readable_files` makes; validated, not required to exist)
+        (:meth:`Files.readable_path`)."""
+        return self.services.files.readable_path(path)
+
+    def readable_view(self, relpath: str) -> str:
+        """How the readable view spells the file at vault-relative ``relpath``: its projected
+        ``<tier>/<slug>.md`` spelling when that names it, else :meth:`view_path`
+        (:meth:`Files.readable_view`)."""
+        return self.services.files.readable_view(relpath)
+
+    def memories_named(self, name: str) -> list[str]:
+        """Paths of every memory that is not deleted whose file name (with or without ``.md``), id,
+        title (case-insensitive) or id prefix (4+ characters) is ``name``, sorted; the first kind of
+        match that finds any wins.  Unlike :meth:`resolve`, several matches are all returned
+        (:meth:`Files.memories_named`)."""
+        return self.services.files.memories_named(name)
+
+    def list_files(self, folder: str | None = None) -> list[str]:
+        """Every file under the tier folders (or under vault-relative ``folder``), as sorted vault-
+        relative paths; hidden files and folders, and symbolic links (never followed), are left out
+        (:meth:`Files.list_files`)."""
+        return self.services.files.list_files(folder)
+
+    def file_kind(self, relpath: str) -> str | None:
+        """``"file"``, ``"folder"`` or None (absent) for vault-relative ``relpath``; a symbolic link
+        on the way raises :class:`~gitmem.errors.UnsafePath` (:meth:`Files.file_kind`)."""
+        return self.services.files.file_kind(relpath)
+
+    def file_size(self, relpath: str) -> int:
+        """The size in bytes the file system reports for the file or folder at ``relpath`` (0 if
+        absent or a link) (:meth:`Files.file_size`)."""
+        return self.services.files.file_size(relpath)
+
+    def read_text(self, relpath: str) -> str:
+        """The exact text of the file at vault-relative ``relpath`` (never rewritten)
+        (:meth:`Files.read_text`)."""
+        return self.services.files.read_text(relpath)
+
+    def names_memory_md(self, relpath: str) -> bool:
+        """True for a vault-relative path naming ``MEMORY.md`` directly in a tier folder (any letter
+        case): how agents spell the generated index, which no tool writes
+        (:meth:`Files.names_memory_md`)."""
+        return self.services.files.names_memory_md(relpath)
+
+    def memory_md_text(self) -> str | None:
+        """The text of the vault's ``MEMORY.md`` as it is on disk (None if absent or a link)
+        (:meth:`Files.memory_md_text`)."""
+        return self.services.files.memory_md_text()
+
+    def write_text(self, relpath: str, text: str, *, exists: bool | None = None,
+                   if_match: str | None = None, author: "str | Identity | None" = None,
+                   subject: str | None = None) -> FileWrite:
+        """Write ``text`` exactly to vault-relative ``relpath`` as one commit
+        (:meth:`Files.write_text`)."""
+        return self.services.files.write_text(relpath, text, exists=exists, if_match=if_match,
+                                              author=author, subject=subject)
+
+    def remove_path(self, relpath: str, *, author: "str | Identity | None" = None) -> FileWrite:
+        """Remove a file, or a folder with everything in it, as one commit
+        (:meth:`Files.remove_path`)."""
+        return self.services.files.remove_path(relpath, author=author)
+
+    def rename_path(self, old: str, new: str, *, author: "str | Identity | None" = None) -> FileWrite:
+        """Rename (move) a file or folder as one commit of tracked renames
+        (:meth:`Files.rename_path`)."""
+        return self.services.files.rename_path(old, new, author=author)
+
+    # -------------------------------------------------- syncer
+    def add_remote(self, name: str, url: str) -> Remote:
+        """Configure remote ``name`` (in ``.git/config``, like ``git remote add``)
+        (:meth:`Syncer.add_remote`)."""
+        return self.services.syncer.add_remote(name, url)
+
+    def remove_remote(self, name: str) -> Remote:
+        """Forget remote ``name`` and its remote-tracking refs (the remote itself is untouched)
+        (:meth:`Syncer.remove_remote`)."""
+        return self.services.syncer.remove_remote(name)
+
+    def remotes(self) -> list[Remote]:
+        """The configured remotes, URLs redacted (:meth:`Syncer.remotes`)."""
+        return self.services.syncer.remotes()
+
+    def conflicts(self) -> list[dict[str, Any]]:
+        """Conflict copies a sync made and nobody has resolved yet (:meth:`Syncer.conflicts`)."""
+        return self.services.syncer.conflicts()
+
+    def sync(self, remote: str = "origin", *, author: "str | Identity | None" = None,
+             max_attempts: int = MAX_ATTEMPTS) -> SyncReport:
+        """Fetch from ``remote``, integrate (fast-forward or merge), push (:meth:`Syncer.sync`)."""
+        return self.services.syncer.sync(remote, author=author, max_attempts=max_attempts)
+
+    def pending_config(self) -> dict[str, dict[str, Any]]:
+        """Safety settings a sync held back: {key: {kept, file, since}} (see
+        :func:`gitmem.config.pending_changes`) (:meth:`Syncer.pending_config`)."""
+        return self.services.syncer.pending_config()
+
+    def accept_config(self, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Let the ``.gitmem.yaml`` values a sync held back take effect (``keys``: some of
+        ``secrets``, ``protected_types``, ``max_content_bytes``; None: all). Returns what was
+        accepted ({key: {kept, file, since}}) (:meth:`Syncer.accept_config`)."""
+        return self.services.syncer.accept_config(keys)
+
+    def start_embedding(self, log: Callable[[str], None] | None = None) -> "EmbedWorker | None":
+        """Keep embedding vectors current in a background thread, when the vault has
+        vectors and the ``embed`` extra is installed (None otherwise)."""
+        return self.services.searcher.start_embedding(log)
+
+    # ------------------------------------------------- import / export / view
     def import_from(self, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,
                     tier: str | None = None, author: str | Identity | None = None, force: bool = False,
                     progress: Callable[[int, int], None] | None = None) -> "ImportReport":
@@ -599,181 +730,64 @@ class Vault(ReadMixin, HistoryMixin, IndexMixin, MemoryIndexMixin, LifecycleMixi
         key; changed ones are updated, unchanged ones skipped.  See
         :func:`gitmem.exchange.importing.run_import`."""
         from .exchange.importing import run_import
-        return run_import(self, format, source, dry_run=dry_run, tier=tier, author=author, force=force,
-                          progress=progress)
+        return run_import(self.services, format, source, dry_run=dry_run, tier=tier, author=author,
+                          force=force, progress=progress)
 
     def export_jsonl(self, out: str | os.PathLike[str] | Any) -> int:
         """Write every memory as one JSON line to ``out`` (a path outside the vault, or a
         text stream); returns the count.  See :mod:`gitmem.exchange.exporting`."""
         from .exchange.exporting import export_jsonl
-        return export_jsonl(self, out)
+        return export_jsonl(self.services, out)
 
     def export_records(self) -> Iterable[dict[str, Any]]:
         """Every memory as the dict one ``export_jsonl`` line holds, in path order."""
         from .exchange.exporting import iter_memories, memory_record
-        return (memory_record(m) for m in iter_memories(self))
+        return (memory_record(m) for m in iter_memories(self.services))
 
     def export_folder(self, target: str | os.PathLike[str], *, force: bool = False) -> "FolderExport":
         """Write every memory to ``target/<tier>/<file name>.md`` (never inside the vault;
         a non-empty ``target`` needs ``force``).  See :mod:`gitmem.exchange.exporting`."""
         from .exchange.exporting import export_folder
-        return export_folder(self, target, force=force)
+        return export_folder(self.services, target, force=force)
+
+    def write_view(self, path: str | os.PathLike[str] | None = None) -> "ViewReport":
+        """Write the history viewer, one self-contained HTML page, to ``path`` (default
+        ``.git/gitmem/view.html``, outside the tracked files): tiers, memories, the commit
+        timeline, each memory's versions with diffs and its moves.
+        Returns a :class:`gitmem.exchange.view.ViewReport` (path, counts, bytes, seconds)."""
+        from .exchange.view import write_view
+        return write_view(self.services, path)
 
     def render_memory(self, meta: Mapping[str, Any], body: str) -> bytes:
         """The bytes of a memory file as a write would store them: the secrets policy
         applied (:class:`SecretDetected` under ``refuse``) and the size checked."""
-        return self._render(meta, body)
+        return self.services.pipeline.render(meta, body)
 
     def commit_batch(self, changes: Sequence[FileChange], subject: str, op: str,
                      touched: Sequence[tuple[str, str | None, str]], *,
-                     author: str | Identity | None = None, forced: bool = False) -> "Committed":
+                     author: str | Identity | None = None, forced: bool = False) -> Committed:
         """Commit many file changes as ONE commit (an import): ``touched`` lists
         (memory id, path, op) for the history; the write checks run on every change."""
-        with self.lock.hold():
-            return self._commit(changes, subject, op, touched, author=self._author(author), forced=forced)
+        return self.services.pipeline.commit(changes, subject, op, touched,
+                                             author=self.services.store.author_of(author), forced=forced)
 
-    # --------------------------------------------------------------- commit
-    @staticmethod
-    def _written(done: "Committed", path: str) -> Memory:
-        """The memory a write produced (parsed once, in :meth:`_after_commit`)."""
-        memory = done.memories[path]
-        memory.commit = done.sha
-        return memory
+    # ------------------------------------------------------------- upkeep
+    def memory_id(self, ref: str) -> str:
+        """The id ``ref`` names, also for a memory that no longer has a file (deleted
+        for good, or purged from the working tree)."""
+        return self.services.history.memory_id(ref)
 
-    def _commit(self, changes: Sequence[FileChange], subject: str, op: str,
-                touched: Sequence[tuple[str, str | None, str]], *, author: Identity | None = None,
-                forced: bool = False, body: str = "", write_worktree: bool = True,
-                origin: Origin = "agent") -> "Committed":
-        """Make one commit of ``changes`` and update the caches. Lock must be held.
+    def purge(self, ref: str) -> "PurgeReport":
+        """Remove memory ``ref`` (also a deleted one) from the whole history: every version,
+        in every commit, as if it had never been written.  See :mod:`gitmem.upkeep.purge`."""
+        from .upkeep.purge import purge
+        return purge(self.services, ref)
 
-        ``origin`` says who made the content (see :mod:`gitmem.write.checks`): the
-        write checks run on every change before any git object is stored."""
-        who = author or self.author
-        trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
-        trailers += [f"Op: {op}", f"Agent: {who.name}"]
-        if forced:
-            subject += " (forced)"
-            trailers.append("Forced: true")
-        message = f"{subject}\n\n" + (f"{body.rstrip()}\n\n" if body else "") + "\n".join(trailers) + "\n"
-        with self.lock.hold():
-            bases, self._bases = self._bases, {}
-            for attempt in range(3):
-                todo, expected = list(changes), None
-                if origin == "agent" and write_worktree:
-                    # A person's save is committed first, as theirs, never overwritten (person_edits.py).
-                    todo, expected = guard_person_edits(self, changes, bases, (MEMORY_INDEX,))
-                written, removed = self._parse_changes(todo)
-                index_change = self._memory_index_change(todo, written, removed)
-                if index_change is not None:
-                    todo = [*todo, index_change]
-                parent = self.git.head()
-                when = self.clock().timestamp()
-                try:
-                    sha = self.git.commit_files(todo, message, who, when=when, write_worktree=write_worktree,
-                                                generated=(MEMORY_INDEX,), origin=origin, expected=expected)
-                except Conflict as exc:
-                    if exc.code != "changed_on_disk" or attempt == 2:
-                        raise
-                    continue  # a save landed in the last moments: commit it, then try again
-                break
-            memories = self._after_commit(parent, sha, written, removed, touched, int(when))
-        return Committed(sha.decode(), memories)
-
-    def _parse_changes(self, changes: Sequence[FileChange]
-                       ) -> tuple[dict[str, tuple[Memory, str]], list[str]]:
-        """Each memory file a commit writes, parsed and hashed once; and the removed ones."""
-        written: dict[str, tuple[Memory, str]] = {}
-        removed: list[str] = []
-        for change in changes:
-            if not self.is_memory_path(change.path):
-                continue
-            if change.data is None:
-                removed.append(change.path)
-            else:
-                written[change.path] = (self._read_file(change.path, change.data), blob_id(change.data))
-        return written, removed
-
-    def _after_commit(self, parent: bytes | None, sha: bytes,
-                      written: Mapping[str, tuple[Memory, str]], removed: Sequence[str],
-                      touched: Sequence[tuple[str, str | None, str]], when: int) -> dict[str, Memory]:
-        """Update caches for a commit this Vault made (lock held).
-
-        Each written memory file was parsed and hashed once (:meth:`_parse_changes`);
-        the catalog, the search index and the caller's return value all use that parse.
-        """
-        with self.catalog.transaction():
-            self.catalog.drop(removed)
-            for path, (memory, blob_hash) in written.items():
-                st = safefs.lstat(self.root, path)
-                if st is not None:
-                    self.catalog.put(path, memory.id, st, *row_fields(memory), blob_hash)
-            tip = self.catalog.get("history_tip")
-            if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
-                self.catalog.add_touches(sha.decode(), when, touched)
-                self.catalog.set("history_tip", sha.decode())
-        self._index_changes(written, removed, new=[t[1] for t in touched if t[2] == "add" and t[1]])
-        self._schedule_index_flush()
-        return {path: memory for path, (memory, _) in written.items()}
-
-    def is_memory_path(self, path: str) -> bool:
-        """True if the vault-relative ``path`` is a memory file (see :func:`paths.is_memory_path`)."""
-        return is_memory_path(path, self.config.tiers)
-
-    def _schedule_index_flush(self, delay: float = _INDEX_FLUSH_DELAY, *, retry: float = 0.0,
-                              deadline: float | None = None) -> None:
-        """(Re)start the deferred ``.git/index`` update (lock held, or from its timer).
-
-        ``retry`` is the wait before the next retry should this one fail, and
-        ``deadline`` when retries stop (both set by :meth:`_flush_quietly`)."""
-        if self._flush_timer:
-            self._flush_timer.cancel()
-        if deadline is None:
-            deadline = time.monotonic() + _INDEX_RETRY_FOR
-        timer = threading.Timer(delay, self._flush_quietly,
-                                kwargs={"retry": retry or _INDEX_RETRY_FIRST, "deadline": deadline})
-        timer.daemon = True
-        self._flush_timer = timer
-        timer.start()
-
-    def _flush_quietly(self, retry: float = _INDEX_RETRY_FIRST, deadline: float = 0.0) -> None:
-        """The timer's body: update ``.git/index``; while git holds ``index.lock``, try
-        again (``retry`` seconds later, doubling up to 2 s) until ``deadline``.  Past it,
-        the ``index-dirty`` marker stays for the next write or the next process."""
-        if self._closed:
-            return
-        done = False
-        try:
-            with self.lock.hold():
-                # A write made while this timer waited for the lock scheduled a newer
-                # timer: leave the work to it, so a busy writer is not slowed by merges.
-                if self._flush_timer is not None and self._flush_timer is not threading.current_thread():
-                    return
-                done = self.git.flush_index()
-                if done and self.git.index_dirty():
-                    try:  # another process gave up on its entries (or died): repair them too
-                        self.git.repair_index()
-                    except FileLocked:
-                        done = False
-                if done:
-                    if self._search_index is not None:
-                        self._search_index.merge_small()
-                elif not self._closed and time.monotonic() + retry <= deadline:
-                    self._schedule_index_flush(retry, retry=min(retry * 2, _INDEX_RETRY_MAX),
-                                               deadline=deadline)
-                    return
-        except Exception:  # noqa: BLE001 - best effort in a timer thread; retried below
-            pass
-        if done and not self._closed:
-            try:  # packing runs outside the vault lock, in its own process: writers go on meanwhile
-                self.git.housekeep(separate_process=True)
-            except Exception:  # noqa: BLE001 - best effort; the next idle moment tries again
-                pass
-        if not done and not self._closed and time.monotonic() + retry <= deadline:
-            # (the lock was not had: a write racing this check at worst has its own
-            # timer replaced by this one, which flushes its entries too)
-            if self._flush_timer is threading.current_thread():
-                self._schedule_index_flush(retry, retry=min(retry * 2, _INDEX_RETRY_MAX),
-                                           deadline=deadline)
+    def doctor(self, *, repair: bool = False) -> list["Finding"]:
+        """Check the vault (frontmatter, metadata, caches, git); ``repair`` fixes what can
+        be fixed safely.  See :mod:`gitmem.upkeep.doctor`."""
+        from .upkeep.doctor import diagnose
+        return diagnose(self.services, repair=repair)
 
 
 def _read_or(folder: Path | None, name: str, default: bytes) -> bytes:

@@ -15,7 +15,6 @@ import pytest
 
 from gitmem import Vault
 from gitmem.errors import InvalidInput, RevisionNotFound
-from gitmem.ops.purge import purge
 
 from .conftest import SAMPLE, FakeClock, git, mcp_params
 
@@ -206,7 +205,7 @@ def test_purge_drops_the_past_and_the_view_it_rewrote(vault: Vault, clock: FakeC
     assert vault.search("kappa", as_of="HEAD~1").total == 1
     page = vault.write_view().path
     assert b"kappa" in Path(page).read_bytes()
-    purge(vault, m.id)
+    vault.purge(m.id)
     assert not Path(page).exists()           # the default view page held it too
     assert vault.search("kappa", as_of="HEAD~1").total == 0
     assert vault.search("kappa", as_of="HEAD").total == 0

@@ -123,8 +123,7 @@ def test_processes_api_cli_watch_and_a_person_lose_nothing(tmp_path: Path) -> No
     assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
     index_matches_files(root)
     with Vault.open(root) as vault:
-        from gitmem.ops.doctor import diagnose
-        bad = [f.to_dict() for f in diagnose(vault) if not f.ok]
+        bad = [f.to_dict() for f in vault.doctor() if not f.ok]
         assert bad == []
 
 

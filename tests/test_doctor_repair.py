@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from gitmem import Vault
 from gitmem.cli.main import cli
-from gitmem.ops.doctor import diagnose
 from gitmem.search.index import SearchIndex
 
 from .conftest import assert_clean, git
@@ -45,15 +44,15 @@ def test_doctor_repair_fixes_what_git_can_rebuild(tmp_path: Path) -> None:
     Vault.init(root, author="setup").close()
     left = damage(root)
     with Vault.open(root) as v:
-        found = {f.check: f for f in diagnose(v)}
+        found = {f.check: f for f in v.doctor()}
         for check in ("git-index", "temp-files", "git-locks"):
             assert not found[check].ok, check
         assert "recorded the memories touched by 1 new commit(s)" in found["catalog"].summary
         assert v.catalog.get("history_tip") == v.head
-        fixed = {f.check: f for f in diagnose(v, repair=True)}
+        fixed = {f.check: f for f in v.doctor(repair=True)}
         for check in ("git-index", "temp-files", "git-locks"):
             assert fixed[check].repaired, check
-        assert [f.to_dict() for f in diagnose(v) if not f.ok] == []
+        assert [f.to_dict() for f in v.doctor() if not f.ok] == []
     assert not any(p.exists() for p in left.values())
     assert_clean(root)
 
@@ -96,6 +95,6 @@ def test_doctor_reports_a_secret_a_person_saved(tmp_path: Path) -> None:
         assert v.commit_outside_edits() is None
         assert v.head == head
         assert "aws_access_key" in v.outside_refused["short_term/note.md"]
-        found = {f.check: f for f in diagnose(v)}
+        found = {f.check: f for f in v.doctor()}
         assert not found["secrets"].ok
         assert found["secrets"].details == {"short_term/note.md": "aws_access_key"}

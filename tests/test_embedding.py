@@ -114,10 +114,9 @@ def hv(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
 
 @needs_extra
 def test_hybrid_finds_meaning_and_respects_filters(hv: Vault) -> None:
-    from gitmem.search.vectors import embed_pending
     query = "holiday in a European country"
     assert hv.search(query).mode != "hybrid" and hv.search(query).total == 0   # no vectors yet
-    assert embed_pending(hv) == 3
+    assert hv.embed()["embedded"] == 3
     page = hv.search(query)
     assert page.mode == "hybrid" and page.hits[0].title == "Trip plans"
     assert "Old trip" not in [h.title for h in page.hits]             # archived stays hidden
@@ -128,35 +127,34 @@ def test_hybrid_finds_meaning_and_respects_filters(hv: Vault) -> None:
     assert hv.search("tag:travel AND Madrid").mode == "syntax"        # syntax stays lexical
     fresh = hv.add("Flights", "Cheap flights to Lisbon in June.")       # no vector yet
     assert fresh.id in [h.id for h in hv.search("Lisbon flights").hits]
-    assert embed_pending(hv) == 1 and embed_pending(hv) == 0
+    assert hv.embed()["embedded"] == 1 and hv.embed()["embedded"] == 0
 
 
 @needs_extra
 def test_changed_and_removed_memories_lose_their_vectors(hv: Vault) -> None:
-    from gitmem.search.vectors import VectorStore, embed_pending, vector_dir
+    from gitmem.search.vectors import VectorStore, vector_dir
     q = hv.add("Question", "Where shall we eat?")
     a = hv.add("Answer", "The sushi place.", follows=q.id)
-    embed_pending(hv)
-    store = VectorStore(vector_dir(hv))
+    hv.embed()["embedded"]
+    store = VectorStore(vector_dir(hv.state_dir))
     before = store.stored()
     hv.update(q.id, body="Where shall we eat tonight?")
-    assert embed_pending(hv) == 2                     # the edited memory and its follower
+    assert hv.embed()["embedded"] == 2                     # the edited memory and its follower
     after = store.stored()
     assert after[a.path] != before[a.path]
     hv.delete(a.id, hard=True)
-    embed_pending(hv)
+    hv.embed()["embedded"]
     assert a.path not in store.stored()
 
 
 @needs_extra
 def test_purge_drops_the_purged_vector(hv: Vault) -> None:
-    from gitmem.ops.purge import purge
-    from gitmem.search.vectors import VectorStore, embed_pending, vector_dir
+    from gitmem.search.vectors import VectorStore, vector_dir
     secret = hv.add("Secret", "The door code is 4711.")
-    embed_pending(hv)
-    store = VectorStore(vector_dir(hv))
+    hv.embed()["embedded"]
+    store = VectorStore(vector_dir(hv.state_dir))
     assert secret.path in store.stored()
-    purge(hv, secret.id)
+    hv.purge(secret.id)
     assert secret.path not in store.stored() and len(store.stored()) == 3
 
 
@@ -176,16 +174,16 @@ def test_cli_embed_and_search_flags(hv: Vault) -> None:
 @needs_extra
 @pytest.mark.slow
 def test_background_worker_embeds_new_memories(hv: Vault) -> None:
-    from gitmem.search.vectors import VectorStore, embed_pending, start_embed_worker, vector_dir
-    assert start_embed_worker(hv) is None                 # no vectors yet: not started
-    embed_pending(hv)
-    worker = start_embed_worker(hv)
+    from gitmem.search.vectors import VectorStore, vector_dir
+    assert hv.start_embedding() is None                 # no vectors yet: not started
+    hv.embed()["embedded"]
+    worker = hv.start_embedding()
     assert worker is not None
     try:
         made = hv.add("New", "A note written while the worker runs.")
         worker.nudge()
         deadline = time.monotonic() + 30
-        while made.path not in VectorStore(vector_dir(hv)).stored():
+        while made.path not in VectorStore(vector_dir(hv.state_dir)).stored():
             assert time.monotonic() < deadline, "the worker never embedded the new memory"
             time.sleep(0.1)
     finally:

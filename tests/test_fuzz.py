@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gitmem import Vault
 from gitmem.errors import GitmemError, InvalidPath
 from gitmem.memory.markdown import decode, parse_text, render
-from gitmem.store import safefs
+from gitmem import safefs
 from gitmem.memory.paths import check_relpath
 
 N = int(os.environ.get("GITMEM_FUZZ_EXAMPLES", "200"))
@@ -61,7 +61,7 @@ def test_reading_any_bytes_as_a_memory_never_crashes(vault_for_fuzz: Vault, data
         decode(data)
     except GitmemError:
         pass
-    memory = vault_for_fuzz._read_file("short_term/fuzz.md", data)  # noqa: SLF001 - the read path itself
+    memory = vault_for_fuzz.services.reader.read_file("short_term/fuzz.md", data)  # noqa: SLF001 - the read path itself
     assert isinstance(memory.body, str) and memory.id
 
 

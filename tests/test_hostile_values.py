@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from gitmem import Vault
 from gitmem.store.catalog import Catalog
-from gitmem.ops.doctor import diagnose
 from gitmem.errors import GitmemError, InvalidMetadata
 from gitmem.memory.markdown import MAX_FRONTMATTER_BYTES, parse_text, render, wikilinks
 from gitmem.memory.schema import (FIELD_ORDER, REPLACEMENT_CHAR, clean_metadata, derive, first_heading,
@@ -99,7 +98,7 @@ def encodable(value: Any) -> str:
 
 
 def findings(vault: Vault, repair: bool = False) -> dict[str, Any]:
-    return {f.check: f for f in diagnose(vault, repair=repair)}
+    return {f.check: f for f in vault.doctor(repair=repair)}
 
 
 def with_neighbours(vault: Vault) -> None:

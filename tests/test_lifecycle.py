@@ -374,20 +374,19 @@ def test_similarity_sketch_and_bands() -> None:
 
 
 def test_doctor_repairs_a_memory_index_left_stale_by_a_git_cli_commit(vault: Vault) -> None:
-    from gitmem.ops.doctor import diagnose
     vault.flush()
     note = vault.root / "long_term" / "by-hand.md"
     note.write_text("# Written by hand\n\nCommitted with the git CLI.\n")
     git(vault.root, "add", "-A")
     git(vault.root, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-q", "-m", "by hand")
     vault.scan()
-    check = {f.check: f for f in diagnose(vault)}["memory-index"]
+    check = {f.check: f for f in vault.doctor()}["memory-index"]
     # stale only because of a git CLI commit: a notice the next write fixes, not a failure
     assert check.ok and "behind" in check.summary and check.paths == ["MEMORY.md"]
-    fixed = {f.check: f for f in diagnose(vault, repair=True)}["memory-index"]
+    fixed = {f.check: f for f in vault.doctor(repair=True)}["memory-index"]
     assert fixed.repaired and "[[by-hand|Written by hand]]" in (vault.root / "MEMORY.md").read_text()
     assert git(vault.root, "log", "-1", "--format=%s") == "index: regenerate MEMORY.md\n"
-    assert {f.check: f for f in diagnose(vault)}["memory-index"].ok
+    assert {f.check: f for f in vault.doctor()}["memory-index"].ok
     vault.flush()
     assert_clean(vault.root)
 

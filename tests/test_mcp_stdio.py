@@ -268,7 +268,7 @@ def test_serve_keeps_the_protocol_stream_clean_of_stray_prints(vault: Vault, tmp
 # ------------------------------------------------------------ the whoosh distribution check
 @pytest.fixture
 def fresh_check() -> Iterator[Any]:
-    from gitmem.search import documents as search_doc
+    from gitmem.search import index as search_doc
     search_doc.whoosh_version.cache_clear()
     yield search_doc
     search_doc.whoosh_version.cache_clear()

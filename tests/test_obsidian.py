@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from gitmem import Vault
-from gitmem.ops.doctor import diagnose
 from gitmem.errors import NotFound
 from gitmem.memory.markdown import inline_tags
 
@@ -236,7 +235,7 @@ def test_a_renamed_note_without_frontmatter_keeps_its_identity_and_history(obsid
     assert obsidian.show_at("Idea for the offsite", "~1").body == body
     assert [h.id for h in obsidian.search("offsite OR idea").hits] == [original.id]
     assert len(obsidian.history("Brand new")) == 1
-    doctor = {f.check: f for f in diagnose(obsidian)}
+    doctor = {f.check: f for f in obsidian.doctor()}
     assert doctor["catalog"].ok and doctor["metadata"].ok, doctor
     assert files(root) == before
 

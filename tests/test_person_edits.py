@@ -16,6 +16,7 @@ import pytest
 
 from gitmem import Conflict, Vault
 from gitmem.store.git import GitStore
+from gitmem.write.pipeline import WritePipeline
 
 from .conftest import assert_clean, git
 
@@ -41,15 +42,15 @@ def during_write(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None], wh
     """Run ``action`` once, at a point inside the next agent write."""
     done: list[bool] = []
     if when == "render":
-        original: Any = Vault._render
+        original: Any = WritePipeline.render
 
-        def hooked(self: Vault, *args: Any, **kwargs: Any) -> bytes:
+        def hooked(self: WritePipeline, *args: Any, **kwargs: Any) -> bytes:
             data = original(self, *args, **kwargs)
             if not done:
                 done.append(True)
                 action()
             return data
-        monkeypatch.setattr(Vault, "_render", hooked)
+        monkeypatch.setattr(WritePipeline, "render", hooked)
     else:  # right before the working tree is written (after every earlier check)
         original_apply: Any = GitStore._apply_to_worktree
 

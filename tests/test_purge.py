@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from gitmem import Vault
 from gitmem.cli.main import cli
-from gitmem.ops.purge import purge
 
 from .conftest import FakeClock, assert_clean, git
 
@@ -49,7 +48,7 @@ def test_purge_removes_every_version_and_keeps_the_rest(tmp_path: Path, clock: F
     git(root, "tag", "-a", "v1", "-m", "a tag on the old history")
 
     with Vault.open(root) as v:
-        report = purge(v, doomed.id)
+        report = v.purge(doomed.id)
         assert report.commits_dropped >= 4 and report.objects_pruned > 0
         assert len(report.paths) >= 2  # short_term, long_term and archive versions
         assert not v.exists(doomed.id)
@@ -140,7 +139,7 @@ def test_purge_removes_sync_conflict_copies(tmp_path: Path, clock: FakeClock) ->
     assert SECRET in everything_git_can_see(tmp_path / "b")
 
     with Vault.open(tmp_path / "b") as v:
-        result = purge(v, m.id)
+        result = v.purge(m.id)
         assert copy_id in result.conflict_copies
         assert "0badc0de-0000-4000-8000-000000000000" in result.conflict_copies
         assert not v.exists(m.id) and not v.exists(copy_id)
@@ -170,7 +169,7 @@ def test_purge_drops_notes_holding_the_text_and_moves_the_others(tmp_path: Path,
     assert SECRET in everything_git_can_see(root)
 
     with Vault.open(root) as v:
-        report = purge(v, doomed.id)
+        report = v.purge(doomed.id)
         assert report.notes_dropped == 3
         assert v.get(keep.id).title == "Keep me"
     assert_forgotten(root, SECRET, doomed.path, "Launch code notes")
@@ -192,7 +191,7 @@ def test_purge_regenerates_memory_index_in_the_new_head(tmp_path: Path, clock: F
     before = git(root, "show", "HEAD:MEMORY.md")
     assert "3 active memories" in before and "Launch code notes" in before
     with Vault.open(root) as v:
-        report = purge(v, doomed.id)
+        report = v.purge(doomed.id)
         assert report.memory_index_regenerated
         regenerated = v.render_memory_index().decode()
     head_index = git(root, "show", "HEAD:MEMORY.md")
@@ -204,7 +203,6 @@ def test_purge_regenerates_memory_index_in_the_new_head(tmp_path: Path, clock: F
 
 
 def test_doctor_finds_an_index_naming_a_missing_blob_and_rebuilds_it(tmp_path: Path) -> None:
-    from gitmem.ops.doctor import diagnose
     root = tmp_path / "vault"
     with Vault.init(root, author="tester") as v:
         m = v.add("Indexed", "some text\n")
@@ -218,12 +216,12 @@ def test_doctor_finds_an_index_naming_a_missing_blob_and_rebuilds_it(tmp_path: P
     broken = subprocess.run(["git", "fsck", "--full"], cwd=root, capture_output=True, text=True)
     assert "missing blob" in broken.stdout + broken.stderr
     with Vault.open(root) as v:
-        found = {f.check: f for f in diagnose(v)}["git-index"]
+        found = {f.check: f for f in v.doctor()}["git-index"]
         assert not found.ok and "missing blob" in found.summary
         assert sorted(found.details) == sorted([m.path, "short_term/ghost.md"])
-        fixed = {f.check: f for f in diagnose(v, repair=True)}["git-index"]
+        fixed = {f.check: f for f in v.doctor(repair=True)}["git-index"]
         assert sorted(fixed.repaired) == sorted([m.path, "short_term/ghost.md"])
-        assert {f.check: f for f in diagnose(v)}["git-index"].ok
+        assert {f.check: f for f in v.doctor()}["git-index"].ok
     assert_forgotten(root)
 
 
@@ -234,7 +232,7 @@ class Killed(BaseException):
 @pytest.mark.parametrize("step", ["objects", "refs", "worktree", "gc", "caches"])
 def test_a_purge_stopped_at_any_step_is_finished_by_the_next_process(
         tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
-    import gitmem.ops.purge as purge_module
+    import gitmem.upkeep.purge as purge_module
     root = tmp_path / "vault"
     with Vault.init(root, author="tester", clock=clock) as v:
         keep = v.add("Keep me", "ordinary memory\n")
@@ -260,7 +258,7 @@ def test_a_purge_stopped_at_any_step_is_finished_by_the_next_process(
     monkeypatch.setattr(purge_module, target, half_then_killed)
     v = Vault.open(root)
     with pytest.raises(Killed):
-        purge(v, doomed.id)
+        v.purge(doomed.id)
     monkeypatch.setattr(purge_module, target, real)
     assert (root / ".git" / "gitmem" / "purge-journal").exists()
     out = CliRunner().invoke(cli, ["--vault", str(root), "ls", "--json"])  # the next process
@@ -289,7 +287,7 @@ def test_purge_leaves_no_index_entry_naming_a_pruned_blob(tmp_path: Path, clock:
     (root / "draft.txt").write_text("a person's staged draft\n")
     git(root, "add", "draft.txt")  # staged, never committed: only .git/index names its blob
     with Vault.open(root) as v:
-        purge(v, doomed.id)
+        v.purge(doomed.id)
     assert fsck_full(root) == ""  # the index was rebuilt from HEAD before unreachable blobs were pruned
     assert git(root, "status", "--porcelain") == "?? draft.txt\n"  # the file stays, unstaged
     assert (root / "draft.txt").read_text() == "a person's staged draft\n"

@@ -518,7 +518,7 @@ def test_phrase_results_and_scores_equal_whooshs_span_matcher(tmp_path: Path) ->
     assert len(s.reader().leaf_readers()) > 1 and s.reader().has_deletions()
     for n in range(60):
         words = rng.choices(vocab, k=rng.choice([2, 2, 3, 4]))
-        ours = ix._rank.phrase_scores(s.reader(), words)
+        ours = ix._rank.phrase_scores(ix._postings(s), words)
         theirs = {h.docnum: h.score for h in s.search(Phrase("text", words), limit=None)}
         assert set(ours) == set(theirs), words
         assert all(abs(ours[d] - theirs[d]) < 1e-4 for d in ours), words
@@ -531,7 +531,7 @@ def _phrases_agree_with_whoosh(ix: SearchIndex, phrases: list[list[str]]) -> Non
     from whoosh.query import Phrase
     s = ix._refresh()
     for words in phrases:
-        ours = ix._rank.phrase_scores(s.reader(), words)
+        ours = ix._rank.phrase_scores(ix._postings(s), words)
         theirs = {h.docnum: h.score for h in s.search(Phrase("text", words), limit=None)}
         assert set(ours) == set(theirs), words
         assert all(abs(ours[d] - theirs[d]) < 1e-4 for d in ours), words
@@ -585,6 +585,87 @@ def test_segments_of_the_plain_whoosh_codec_stay_readable_and_merge(tmp_path: Pa
     _phrases_agree_with_whoosh(ix, phrases)
     assert {q: ix.search(q, limit=300).total for q in before} == before
     ix.close()
+
+
+# --- reading posting blocks (gitmem.search.index._blocks) -----------------------------------
+
+def _block_reads(ix: SearchIndex, monkeypatch: pytest.MonkeyPatch,
+                 query: str) -> tuple[dict[str, int], dict]:
+    """Run ``query`` counting the posting lists read by gitmem.search.index's block reader,
+    the blocks it handed over, and the lists read a posting at a time (the fallback
+    for readers without the block internals, or an inlined one-posting list)."""
+    from gitmem.search import index as search_index
+    counts = {"lists": 0, "blocks": 0, "fallback": 0, "one_at_a_time": 0}
+    real_blocks, real_unblocked = search_index._blocks, search_index._unblocked
+    real_one = search_index._one_at_a_time
+
+    def blocks(*args, **kw):
+        counts["lists"] += 1
+        for block in real_blocks(*args, **kw):
+            counts["blocks"] += 1
+            yield block
+
+    def unblocked(*args, **kw):
+        counts["fallback"] += 1
+        return real_unblocked(*args, **kw)
+
+    def one_at_a_time(*args, **kw):
+        counts["one_at_a_time"] += 1
+        return real_one(*args, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(search_index, "_blocks", blocks)
+        m.setattr(search_index, "_unblocked", unblocked)
+        m.setattr(search_index, "_one_at_a_time", one_at_a_time)
+        page = ix.search(query, limit=20).to_dict()
+    return counts, page
+
+
+@pytest.fixture
+def segmented(tmp_path: Path) -> SearchIndex:
+    """An index of several segments (one with deletions) whose every segment holds each
+    query word in several documents (no posting list of them is inlined)."""
+    ix = SearchIndex(tmp_path / "blocks")
+    rng = random.Random(4)
+    vocab = ["orbit", "comet", "nebula", "quasar", "pulsar", "meteor", "galaxy", "zenith"]
+
+    def batch(start: int, n: int) -> list[IndexDoc]:
+        return [doc(f"d{i:04d}.md", "orbit comet " + " ".join(rng.choices(vocab, k=60)))
+                for i in range(start, start + n)]
+    ix.rebuild(batch(0, 400))                  # several blocks of 128 postings per word
+    for k in range(4):
+        ix.upsert(batch(400 + 10 * k, 10), new=[f"d{i:04d}.md" for i in range(400 + 10 * k, 410 + 10 * k)])
+    ix.delete(["d0003.md", "d0404.md"])
+    assert ix._segment_count() > 1
+    yield ix
+    ix.close()
+
+
+@pytest.mark.parametrize("query", ["comet", "nebula quasar", '"orbit comet"', "orb*",
+                                   "pulsar AND meteor"])
+def test_queries_read_whole_posting_blocks(segmented: SearchIndex, monkeypatch: pytest.MonkeyPatch,
+                                           query: str) -> None:
+    """Word, phrase and prefix queries read every posting list through the block reader
+    of gitmem.search.index a block at a time, never a posting at a time: the fallback
+    taken when Whoosh's posting reader lacks the block internals would be several times
+    slower (same results)."""
+    counts, page = _block_reads(segmented, monkeypatch, query)
+    assert page["total"] > 0
+    assert counts["fallback"] == 0 and counts["one_at_a_time"] == 0, counts
+    assert counts["lists"] >= segmented._segment_count()      # each segment's lists ...
+    assert counts["blocks"] > counts["lists"], counts         # ... in blocks, some lists several
+
+
+def test_the_block_check_notices_the_fallback(segmented: SearchIndex,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the block internals missing (as if Whoosh renamed one), queries take the
+    posting-at-a-time fallback, which the counts above would show, and find the same."""
+    from gitmem.search import index as search_index
+    fast = {q: _block_reads(segmented, monkeypatch, q)[1] for q in ("comet", '"orbit comet"', "orb*")}
+    monkeypatch.setattr(search_index, "_BLOCK_API", (*search_index._BLOCK_API, "_renamed"))
+    for q, page in fast.items():
+        counts, slow = _block_reads(segmented, monkeypatch, q)
+        assert counts["fallback"] > 0 and slow == page, q
 
 
 # --- snippets (gitmem.search.snippet) -----------------------------------------------------

@@ -18,8 +18,8 @@ from gitmem import SyncError, Vault
 from gitmem.cli.main import cli
 from gitmem.errors import InvalidInput
 from gitmem.sync.remotes import redact
-from gitmem.sync.syncer import SyncMixin
-from gitmem.sync.treemerge import merge_lines, merge_memory
+from gitmem.sync.syncer import Syncer
+from gitmem.write.merge import merge_lines, merge_memory
 
 from .conftest import FakeClock, assert_clean, git
 
@@ -183,16 +183,16 @@ def test_conflict_copy_is_listed_linked_and_resolvable(tmp_path: Path, remote: P
 def test_push_race_is_retried(tmp_path: Path, remote: Path, clock: FakeClock,
                               monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = _diverged(tmp_path, remote, clock)
-    original = SyncMixin._push
+    original = Syncer._push
     raced: list[bool] = []
 
-    def racing_push(self: Vault, *args: object) -> None:
-        if self is a and not raced:
+    def racing_push(self: Syncer, *args: object) -> None:
+        if self is a.services.syncer and not raced:
             raced.append(True)
             assert b.sync().pushed  # another clone pushes between our integrate and push
         original(self, *args)
 
-    monkeypatch.setattr(SyncMixin, "_push", racing_push)
+    monkeypatch.setattr(Syncer, "_push", racing_push)
     report = a.sync()
     assert report.retries == 1 and report.pushed and report.action == "merge"
     _converged(a, b, b)
@@ -203,12 +203,12 @@ def test_fetch_racing_a_push_integrates_what_it_fetched(tmp_path: Path, remote: 
     # dulwich's local-path client reads the remote's refs again after copying the
     # objects: a push landing in between must not hand back a tip never fetched.
     a, b = _diverged(tmp_path, remote, clock)
-    original = SyncMixin._client
+    original = Syncer._client
     raced: list[bool] = []
 
-    def racing_client(self: Vault, url: str) -> tuple[object, str]:
+    def racing_client(self: Syncer, url: str) -> tuple[object, str]:
         client, path = original(self, url)
-        if self is a:
+        if self is a.services.syncer:
             real = client.fetch
 
             def fetch(where: object, target: object, determine_wants: object = None, **kw: object) -> object:
@@ -222,7 +222,7 @@ def test_fetch_racing_a_push_integrates_what_it_fetched(tmp_path: Path, remote: 
             client.fetch = fetch  # type: ignore[method-assign]
         return client, path
 
-    monkeypatch.setattr(SyncMixin, "_client", racing_client)
+    monkeypatch.setattr(Syncer, "_client", racing_client)
     report = a.sync()
     assert raced and report.pushed and report.retries == 1 and report.action == "merge"
     _converged(a, b, a)
@@ -236,11 +236,11 @@ def test_push_meeting_a_held_ref_lock_is_retried(tmp_path: Path, remote: Path, c
     a.add("Base", "base")
     a.sync()
     a.add("Next", "next")
-    original = SyncMixin._push
+    original = Syncer._push
     lock = remote / "refs" / "heads" / "main.lock"
     held: list[bool] = []
 
-    def push_while_locked(self: Vault, *args: object) -> None:
+    def push_while_locked(self: Syncer, *args: object) -> None:
         if held:
             return original(self, *args)
         held.append(True)
@@ -250,7 +250,7 @@ def test_push_meeting_a_held_ref_lock_is_retried(tmp_path: Path, remote: Path, c
         finally:
             lock.unlink()
 
-    monkeypatch.setattr(SyncMixin, "_push", push_while_locked)
+    monkeypatch.setattr(Syncer, "_push", push_while_locked)
     report = a.sync()
     assert report.pushed and report.retries == 1
     assert git(remote, "rev-parse", "main").strip() == a.head
@@ -441,23 +441,22 @@ def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, cloc
     from gitmem.sync.remotes import http_credentials
     vault = Vault.init(tmp_path / "v", author="x", clock=clock)
     url = "https://git.example.com/me/vault.git"
-    assert http_credentials(vault, url) == (None, None)
+    assert http_credentials(vault.git, url) == (None, None)
     (Path.home() / ".git-credentials").write_text("https://me:tok%40en@git.example.com\n")
-    assert http_credentials(vault, url) == ("me", "tok@en")
+    assert http_credentials(vault.git, url) == ("me", "tok@en")
     monkeypatch.setenv("GITMEM_GIT_PASSWORD", "from-env")
-    assert http_credentials(vault, url) == ("git", "from-env")
-    assert http_credentials(vault, "/some/path") == (None, None)
+    assert http_credentials(vault.git, url) == ("git", "from-env")
+    assert http_credentials(vault.git, "/some/path") == (None, None)
     vault.close()
 
 
 def test_sync_refuses_a_remote_that_still_has_a_purged_memory(tmp_path: Path, remote: Path,
                                                                clock: FakeClock) -> None:
-    from gitmem.ops.purge import purge
     a = _first(tmp_path, remote, clock)
     leaked = a.add("Leaked note", "The vault door code is 4711.")
     a.add("Kept", "Stays.")
     a.sync()
-    purge(a, leaked.id)
+    a.purge(leaked.id)
     head = a.head
     with pytest.raises(SyncError) as caught:
         a.sync()                        # the remote's history still holds the old commits

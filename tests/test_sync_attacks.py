@@ -24,7 +24,7 @@ from gitmem import SyncError, Vault
 from gitmem.cli.main import cli
 from gitmem.errors import Protected, SecretDetected, UnsafeRemoteTree
 from gitmem.store.git import GitStore
-from gitmem.sync.syncer import SyncMixin
+from gitmem.sync.syncer import Syncer
 
 from .conftest import FakeClock, assert_clean, git
 
@@ -460,15 +460,15 @@ def test_a_failing_catch_up_after_the_commit_is_reported_not_raised(
     a, b = _setup(tmp_path, remote, clock)
     a.add("Arrives", "Hostile metadata, say.\n")
     a.sync()
-    original = SyncMixin._after_sync
+    original = Syncer._after_sync
 
-    def hostile(self: Vault, changes: list, report: object = None) -> None:
+    def hostile(self: Syncer, changes: list, report: object = None) -> None:
         def parse(*_: object) -> None:
             raise ValueError("hostile frontmatter")
-        monkeypatch.setattr(self, "_parse_changes", parse)
+        monkeypatch.setattr(self.pipeline, "parse_changes", parse)
         original(self, changes, report)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(SyncMixin, "_after_sync", hostile)
+    monkeypatch.setattr(Syncer, "_after_sync", hostile)
     report = b.sync()
     assert report.action == "fast_forward" and b.head == a.head
     assert report.warnings and "hostile frontmatter" in report.warnings[0]

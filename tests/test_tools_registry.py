@@ -1,10 +1,13 @@
 """The agent-tool registry: schemas are valid JSON Schema and match their handlers,
-exports in three formats, the self-contained validator agrees with jsonschema,
-the error shape, the dispatcher's contract, and the `gitmem tools` commands."""
+exports in three formats, the validator derived from each handler agrees with
+jsonschema on the schema clients see, the error shape and messages, the
+dispatcher's contract, and the `gitmem tools` commands."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -13,8 +16,8 @@ from click.testing import CliRunner
 
 from gitmem import Toolbox, Vault
 from gitmem.cli.main import cli
-from gitmem.agents.registry import (FORMATS, PROFILES, error_result, export, handler_parameters, profile_tools,
-                          validate_arguments)
+from gitmem.agents.arguments import ArgumentError
+from gitmem.agents.registry import FORMATS, PROFILES, error_result, export, handler_parameters, profile_tools
 
 from .conftest import git
 
@@ -86,11 +89,102 @@ SAMPLES = [{}, {"content": "x"}, {"content": ""}, {"content": 3}, {"content": "x
            {"command": "view", "path": "/memories", "view_range": [1, -1]}, {"filenames": []}]
 
 
+def _accepts(t, arguments: object) -> bool:
+    try:
+        t.arguments.validate(arguments)
+    except ArgumentError as exc:
+        assert exc.problems and all(isinstance(p, str) and p for p in exc.problems)
+        return False
+    return True
+
+
 @pytest.mark.parametrize("t", ALL_TOOLS, ids=lambda t: f"{t.profile}.{t.name}")
 def test_validator_agrees_with_jsonschema(t) -> None:
+    """The arguments a tool accepts are exactly those its published schema allows
+    (checked by an independent JSON Schema implementation)."""
     reference = jsonschema.Draft202012Validator(t.schema)
-    for sample in SAMPLES:
-        assert (not validate_arguments(t.schema, sample)) == reference.is_valid(sample), (t.name, sample)
+    samples = SAMPLES + [[1, 2], "x", None, {"tags": None}, {"limit": "5"}, {"dedup": 1},
+                         {"content": "x", "title": None}, {"query": "q", "limit": float("nan")}]
+    for sample in samples:
+        assert _accepts(t, sample) == reference.is_valid(sample), (t.name, sample)
+
+
+def test_validated_arguments_are_what_the_handler_takes() -> None:
+    search = {t.name: t for t in profile_tools("gitmem")}["memory_search"]
+    assert search.arguments.validate({"query": "q", "limit": 5.0}) == {"query": "q", "limit": 5}
+    assert type(search.arguments.validate({"query": "q", "limit": 5.0})["limit"]) is int
+    memory = profile_tools("claude")[0]
+    assert memory.arguments.validate({"command": "view", "view_range": [1.0, -1.0]})["view_range"] == [1, -1]
+    write = {t.name: t for t in profile_tools("vault")}["write_memory"]
+    related = [{"memoryId": "a", "relationType": "refines"}]
+    assert write.arguments.validate({"content": "x", "relatedMemoryIds": related}) == \
+        {"content": "x", "relatedMemoryIds": related}                # only what was given
+    # A JSON string may carry a lone surrogate: it is checked like any string (by length) and
+    # reaches the handler as given, whose vault call then refuses it with its own error.
+    odd = [{"memoryId": "a\udc80", "relationType": "refines"}]
+    assert write.arguments.validate({"content": "x\ud800", "relatedMemoryIds": odd, "entities": ["\udfff"]}) == \
+        {"content": "x\ud800", "relatedMemoryIds": odd, "entities": ["\udfff"]}
+    with pytest.raises(ArgumentError, match="'summary' has 501 characters; the limit is 500"):
+        write.arguments.validate({"content": "x", "summary": "\ud800" * 501})
+
+
+def test_invalid_arguments_messages_name_the_parameter(vault: Vault) -> None:
+    def message(profile: str, name: str, arguments: object) -> str:
+        result = Toolbox(vault, profile).call(name, arguments)
+        assert result["error"]["code"] == "invalid_arguments", result
+        assert result["error"]["hint"].startswith(f"{name} takes: ")
+        return result["error"]["message"]
+
+    assert message("files", "memory_write", {}) == \
+        "memory_write: 'path' is required; 'content' is required"
+    assert message("files", "memory_write", {"path": "a.md", "content": "x", "mode": "a", "force": 1}) == \
+        "memory_write: unknown argument(s) 'force', 'mode'"
+    assert message("files", "memory_write", {"path": ["a.md"], "content": "x"}) == \
+        "memory_write: 'path' must be string, got array"
+    assert message("files", "memory_write", "[1, 2]") == "memory_write: arguments must be a JSON object, got array"
+    assert message("gitmem", "memory_add", {"content": "x", "type": "diary"}) == (
+        'memory_add: \'type\' must be one of "memory", "goal", "rule", "episodic", "semantic", "procedural", '
+        '"prospective", "fact", "skill", "preference", "constraint", "task", "correction", got "diary"')
+    assert message("gitmem", "memory_add", {"content": "x", "title": None}) == \
+        "memory_add: 'title' must be string, got null"
+    assert message("gitmem", "memory_add", {"content": "x" * 1_000_001}) == \
+        "memory_add: 'content' has 1,000,001 characters; the limit is 1,000,000"
+    assert message("gitmem", "memory_search", {"query": ""}) == "memory_search: 'query' must not be empty"
+    assert message("gitmem", "memory_search", {"query": "q", "limit": 0}) == "memory_search: 'limit' must be >= 1, got 0"
+    assert message("gitmem", "memory_search", {"query": "q", "limit": 5.5}) == \
+        "memory_search: 'limit' must be integer, got number"
+    assert message("gitmem", "memory_search", {"query": "q", "limit": True}) == \
+        "memory_search: 'limit' must be integer, got boolean"
+    assert message("gitmem", "memory_search", {"query": "q", "limit": "5"}) == \
+        "memory_search: 'limit' must be integer, got string"
+    assert message("gitmem", "memory_merge", {"refs": ["a"]}) == \
+        "memory_merge: 'refs' needs at least 2 item(s), got 1"
+    assert message("gitmem", "memory_add", {"content": "x", "tags": ["a", 1]}) == \
+        "memory_add: 'tags'[1] must be string, got integer"
+    assert message("vault", "write_memory", {"content": "x", "relatedMemoryIds": [{"memoryId": "a", "x": 1}]}) \
+        == "write_memory: 'relatedMemoryIds'[0].relationType is required; 'relatedMemoryIds'[0] has unknown " \
+           "key(s) 'x'"
+    assert message("claude", "memory", {"command": "view", "view_range": [1, 2, 3]}) == \
+        "memory: 'view_range' allows at most 2 item(s), got 3"
+    assert Toolbox(vault, "files").call("memory_write", {"path": "s.md", "content": "bad \ud800"})["error"][
+        "code"] == "invalid_content"                                 # the vault's refusal, not the schema's
+
+
+def test_registry_and_toolbox_leave_pydantic_unimported(vault: Vault) -> None:
+    """Importing the registry, opening a Toolbox and answering MCP's initialize need no
+    validator: pydantic loads when a profile's tools are first used."""
+    code = ("import sys\nfrom gitmem.agents.registry import Toolbox\nfrom gitmem.agents.mcp_stdio import StdioServer\n"
+            f"box = Toolbox({str(vault.root)!r}, 'gitmem')\n"
+            "server = StdioServer(box)\n"
+            "server.handle({'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': {'protocolVersion': "
+            "'2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 't', 'version': '0'}}})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
+            "server.handle({'jsonrpc': '2.0', 'id': 2, 'method': 'tools/list', 'params': {}})\n"
+            "print('pydantic' in sys.modules)\n")
+    vault.close()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True"]
 
 
 def test_error_shape_is_stable() -> None:

@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from gitmem import Vault
 from gitmem.cli.main import cli
-from gitmem.ops.doctor import diagnose
 from gitmem.errors import GitmemError
 from gitmem.search.index import SearchIndex
 
@@ -117,17 +116,17 @@ def test_doctor_reports_and_repairs(sample_vault: Vault) -> None:
     wrong = v.root / "mid_term" / "wrong-tier.md"
     wrong.write_text("---\ntitle: Wrong\ntier: long_term\ntype: note\n---\nx\n")
     SearchIndex(v.state_dir / "index").delete([v.get("maya-lindqvist-core-profile").path])
-    findings = {f.check: f for f in diagnose(v)}
+    findings = {f.check: f for f in v.doctor()}
     assert not findings["frontmatter"].ok and findings["frontmatter"].paths == ["short_term/broken.md"]
     assert "line 3" in findings["frontmatter"].details["short_term/broken.md"]
     assert not findings["metadata"].ok and "mid_term/wrong-tier.md" in findings["metadata"].paths
     assert not findings["worktree"].ok
     assert not findings["temp-files"].ok
     assert findings["fsck"].ok and findings["git-index"].ok
-    repaired = {f.check: f for f in diagnose(v, repair=True)}
+    repaired = {f.check: f for f in v.doctor(repair=True)}
     assert repaired["temp-files"].repaired and not (v.root / "mid_term" / ".x.md.gitmem-tmp-9").exists()
     assert broken.read_text() == "---\ntitle: [oops\n---\nbody\n"  # never "fixed" behind the user's back
-    assert {f.check: f for f in diagnose(v)}["index"].ok
+    assert {f.check: f for f in v.doctor()}["index"].ok
 
 
 def test_cli_search_reindex_doctor(sample_vault: Vault) -> None:
@@ -143,7 +142,7 @@ def test_cli_search_reindex_doctor(sample_vault: Vault) -> None:
     assert out.exit_code == 0 and json.loads(out.output) == {"indexed": 33}
     out = runner.invoke(cli, ["--vault", root, "doctor"])
     assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()  # one line per check of gitmem.ops.doctor, each ok
+    lines = out.output.splitlines()  # one line per check of gitmem.upkeep.doctor, each ok
     assert len(lines) >= 13 and all(line.startswith("ok ") for line in lines), out.output
     (Path(root) / "short_term" / "bad.md").write_text("---\na: [\n---\n")
     out = runner.invoke(cli, ["--vault", root, "doctor", "--json"])

@@ -121,7 +121,7 @@ def history(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Vault, dict[str,
 # ----------------------------------------------------------------- data vs git
 def test_timeline_is_every_commit_as_git_logs_it(history: tuple[Vault, dict[str, str]]) -> None:
     vault, _ = history
-    data, _ = page_parts(render_view(vault))
+    data, _ = page_parts(render_view(vault.services))
     log = git(vault.root, "log", "--topo-order", "--reverse",
               "--format=%H%x00%an%x00%ae%x00%at%x00%s").splitlines()
     assert len(data["commits"]) == len(log)
@@ -137,7 +137,7 @@ def test_timeline_is_every_commit_as_git_logs_it(history: tuple[Vault, dict[str,
 
 def test_versions_match_git_log_follow_and_git_show(history: tuple[Vault, dict[str, str]]) -> None:
     vault, ids = history
-    data, chains = page_parts(render_view(vault))
+    data, chains = page_parts(render_view(vault.services))
     shas = [c[0] for c in data["commits"]]
     for title in ("Prefers dark mode", "Deploy checklist"):
         at, memory = memory_named(data, title)
@@ -164,7 +164,7 @@ def test_versions_match_git_log_follow_and_git_show(history: tuple[Vault, dict[s
 
 def test_deleted_memories_keep_their_history(history: tuple[Vault, dict[str, str]]) -> None:
     vault, ids = history
-    data, chains = page_parts(render_view(vault))
+    data, chains = page_parts(render_view(vault.services))
     at, temp = memory_named(data, "Temporary note")
     assert temp[0] == ids["temp"] and temp[4] == "removed" and temp[7] is None
     assert [(v[1], v[2] is None) for v in temp[8]] == [("add", False), ("delete", True)]
@@ -187,7 +187,7 @@ def test_merged_history_is_read_in_topological_order(vault: Vault, clock: FakeCl
     vault.update(first.id, append="Later on main.")
     vault.flush()
     git(vault.root, "merge", "-q", "--no-edit", "side")
-    data, chains = page_parts(render_view(vault))
+    data, chains = page_parts(render_view(vault.services))
     assert [c[0] for c in data["commits"]] == git(vault.root, "rev-list", "--topo-order", "--reverse",
                                                   "HEAD").split()
     shas = [c[0] for c in data["commits"]]
@@ -203,7 +203,7 @@ def test_uncommitted_memory_is_listed_without_versions(history: tuple[Vault, dic
     vault, _ = history
     note = vault.root / "short_term" / "scratch.md"
     note.write_text("---\ntitle: Scratch\ntype: fact\n---\nNot committed.\n")
-    data, chains = page_parts(render_view(vault))
+    data, chains = page_parts(render_view(vault.services))
     at, scratch = memory_named(data, "Scratch")
     assert at == 0 and scratch[8] == [] and chains[0] == []
 
@@ -212,7 +212,7 @@ def test_write_view_streams_the_same_page(history: tuple[Vault, dict[str, str]],
     vault, _ = history
     report = vault.write_view(tmp_path / "page.html")
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
-    assert page == render_view(vault)
+    assert page == render_view(vault.services)
     data, _ = page_parts(page)
     assert (report.memories, report.commits) == (len(data["memories"]), len(data["commits"]))
     assert report.versions == sum(len(m[8]) for m in data["memories"])
@@ -226,7 +226,7 @@ def test_big_versions_are_cut(vault: Vault) -> None:
     from gitmem.exchange.view import MAX_TEXT_CHARS
     big = "\n".join(f"line {n} " + "x" * 60 for n in range(MAX_TEXT_CHARS // 40)) + "\n"
     vault.add("Huge", big)
-    data, chains = page_parts(render_view(vault))
+    data, chains = page_parts(render_view(vault.services))
     at, _ = memory_named(data, "Huge")
     text = texts_of(chains[at])[0]
     assert text is not None and MAX_TEXT_CHARS < len(text) < MAX_TEXT_CHARS + 200 and "(cut: gitmem view" in text
@@ -237,7 +237,7 @@ def test_hostile_values_stay_data(tmp_path: Path, clock: FakeClock) -> None:
     with Vault.init(tmp_path / "v", author=HOSTILE_AUTHOR, clock=clock) as vault:
         memory = vault.add(HOSTILE_TITLE, HOSTILE_BODY, type="fact", tags=["<b>bold</b>", "a&b"])
         vault.update(memory.id, append="<svg onload=alert(5)>")
-        html = render_view(vault)
+        html = render_view(vault.services)
     # Exactly the page's three script elements: no vault text ended one or opened another.
     assert html.count("<script") == 3 and html.count("</script>") == 3
     for raw in ("<img", "<svg", "<b>", "<!-- &", "</script><script>alert"):

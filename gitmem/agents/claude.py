@@ -32,15 +32,18 @@ back as ``{"error": {...}}`` whose ``message`` is that text
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field
 
 from ..errors import InvalidPath, NotFound
-from .registry import ToolContext, ToolFailure, obj, tool
+from .registry import ToolContext, ToolFailure, tool
 
 __all__: list[str] = []
 
 ROOT = "/memories"
-COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+Command = Literal["view", "create", "str_replace", "insert", "delete", "rename"]
+COMMANDS: tuple[str, ...] = get_args(Command)
 _WIDTH = 6  # line numbers are right-aligned to six digits, then a tab
 _NEEDS = {"view": ("path",), "create": ("path", "file_text"), "str_replace": ("path", "old_str"),
           "insert": ("path", "insert_line", "insert_text"), "delete": ("path",),
@@ -48,38 +51,38 @@ _NEEDS = {"view": ("path",), "create": ("path", "file_text"), "str_replace": ("p
 _TEXT = 1_000_000
 
 
-def _s(description: str, limit: int = _TEXT) -> dict[str, Any]:
-    return {"type": "string", "description": description, "maxLength": limit}
+Text = Annotated[str, Field(max_length=_TEXT)]
+MemoriesPath = Annotated[str, Field(max_length=1100)]
 
 
-@tool("claude", "memory",
-      """Your persistent memory directory, /memories. ALWAYS view /memories first to see what you
-      saved in earlier sessions, and record progress and learnings as you work. Commands: view
-      (a folder: files up to 2 levels deep with sizes; a file: its lines numbered, optional
-      view_range [start, end] with end -1 for the last line), create (a new file with file_text;
-      never overwrites), str_replace (old_str must occur exactly once in the file; replaced by
-      new_str), insert (insert_text after line insert_line, 0 = top), delete (a file or folder),
-      rename (old_path to new_path; never overwrites). Every path starts with /memories. Every change
-      is a git commit, so nothing is lost.""",
-      obj({"command": {"type": "string", "enum": list(COMMANDS), "description": "The operation."},
-           "path": _s("A path under /memories, e.g. /memories/project_notes.md.", 1100),
-           "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
-                          "description": "view: [first line, last line], 1-based; last -1 = to the end."},
-           "file_text": _s("create: the whole text of the new file."),
-           "old_str": _s("str_replace: the exact text to replace (must occur exactly once)."),
-           "new_str": _s("str_replace: the replacement text (default: empty)."),
-           "insert_line": {"type": "integer", "minimum": 0,
-                           "description": "insert: the line after which to insert (0 = before line 1)."},
-           "insert_text": _s("insert: the text to insert."),
-           "old_path": _s("rename: the current path.", 1100),
-           "new_path": _s("rename: the new path (must not exist).", 1100)},
-          ["command"]),
-      destructive=True, title="Memory directory (/memories)",
+@tool("claude", "memory", destructive=True, title="Memory directory (/memories)",
       anthropic={"type": "memory_20250818", "name": "memory"})
-def memory(ctx: ToolContext, command: str, path: str | None = None, view_range: list[int] | None = None,
-           file_text: str | None = None, old_str: str | None = None, new_str: str | None = None,
-           insert_line: int | None = None, insert_text: str | None = None, old_path: str | None = None,
-           new_path: str | None = None) -> str:
+def memory(ctx: ToolContext,
+           command: Annotated[Command, Field(description="The operation.")],
+           path: Annotated[MemoriesPath, Field(description="A path under /memories, e.g. /memories/project_notes.md.")
+                           ] | None = None,
+           view_range: Annotated[list[int], Field(description="view: [first line, last line], 1-based; last -1 = "
+                                                              "to the end.", min_length=2, max_length=2)
+                                 ] | None = None,
+           file_text: Annotated[Text, Field(description="create: the whole text of the new file.")] | None = None,
+           old_str: Annotated[Text, Field(description="str_replace: the exact text to replace (must occur exactly "
+                                                      "once).")] | None = None,
+           new_str: Annotated[Text, Field(description="str_replace: the replacement text (default: empty).")
+                              ] | None = None,
+           insert_line: Annotated[int, Field(description="insert: the line after which to insert (0 = before "
+                                                         "line 1).", ge=0)] | None = None,
+           insert_text: Annotated[Text, Field(description="insert: the text to insert.")] | None = None,
+           old_path: Annotated[MemoriesPath, Field(description="rename: the current path.")] | None = None,
+           new_path: Annotated[MemoriesPath, Field(description="rename: the new path (must not exist).")] | None = None
+           ) -> str:
+    """Your persistent memory directory, /memories. ALWAYS view /memories first to see what you
+    saved in earlier sessions, and record progress and learnings as you work. Commands: view
+    (a folder: files up to 2 levels deep with sizes; a file: its lines numbered, optional
+    view_range [start, end] with end -1 for the last line), create (a new file with file_text;
+    never overwrites), str_replace (old_str must occur exactly once in the file; replaced by
+    new_str), insert (insert_text after line insert_line, 0 = top), delete (a file or folder),
+    rename (old_path to new_path; never overwrites). Every path starts with /memories. Every change
+    is a git commit, so nothing is lost."""
     given = {"path": path, "file_text": file_text, "old_str": old_str, "insert_line": insert_line,
              "insert_text": insert_text, "old_path": old_path, "new_path": new_path}
     missing = [k for k in _NEEDS[command] if given[k] is None]

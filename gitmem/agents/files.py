@@ -30,10 +30,12 @@ after it says how to reach them with ``memory_read`` itself.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field
 
 from ..errors import InvalidInput, InvalidPath, NotFound
-from .registry import ToolContext, obj, string, tool
+from .registry import ToolContext, tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..vault import Vault
@@ -46,14 +48,13 @@ _PATH = ("File path relative to the memory directory, e.g. 'preferences/tools.md
          "names that tier; other paths live in the long-term tier.")
 
 
-@tool("files", "memory_read",
-      """Read content from a memory file, or list all memory files when no path is provided.
-      Without `path`: returns every memory file path, one per line. With `path`: returns the
-      file's full text exactly as stored. Read-only.""",
-      obj({"path": string("File path relative to the memory directory. Omit to list all files.",
-                          maxLength=1024)}),
-      read_only=True, title="Read memory file")
-def files_read(ctx: ToolContext, path: str | None = None) -> str:
+@tool("files", "memory_read", read_only=True, title="Read memory file")
+def files_read(ctx: ToolContext,
+               path: Annotated[str, Field(description="File path relative to the memory directory. Omit to list "
+                                                      "all files.", max_length=1024)] | None = None) -> str:
+    """Read content from a memory file, or list all memory files when no path is provided.
+    Without `path`: returns every memory file path, one per line. With `path`: returns the
+    file's full text exactly as stored. Read-only."""
     vault = ctx.vault
     if path is None or not path.strip():
         return "\n".join(vault.view_path(p) for p in vault.list_files())
@@ -69,15 +70,14 @@ def _is_memory_md(vault: "Vault", path: str) -> bool:
     return vault.names_memory_md(vault.file_path(path))
 
 
-@tool("files", "memory_write",
-      """Write content to a memory file. Creates parent directories automatically. Overwrites the
-      entire file: read it first (memory_read) if you need to keep existing content. Every write is
-      a git commit, so earlier versions stay recoverable. Returns 'Written to <path>'.""",
-      obj({"path": string(_PATH, minLength=1, maxLength=1024),
-           "content": string("Content to write (the whole file).", maxLength=1_000_000)},
-          ["path", "content"]),
-      destructive=True, idempotent=True, title="Write memory file")
-def files_write(ctx: ToolContext, path: str, content: str) -> str:
+@tool("files", "memory_write", destructive=True, idempotent=True, title="Write memory file")
+def files_write(ctx: ToolContext,
+                path: Annotated[str, Field(description=_PATH, min_length=1, max_length=1024)],
+                content: Annotated[str, Field(description="Content to write (the whole file).",
+                                              max_length=1_000_000)]) -> str:
+    """Write content to a memory file. Creates parent directories automatically. Overwrites the
+    entire file: read it first (memory_read) if you need to keep existing content. Every write is
+    a git commit, so earlier versions stay recoverable. Returns 'Written to <path>'."""
     vault = ctx.vault
     rel = vault.file_path(path)
     if _is_memory_md(vault, path):
@@ -104,17 +104,16 @@ SAME_NAME_LIMIT = 10   # files returned for one bare name several files share
 FOLDER_LIMIT = 200     # memories listed for one folder topic
 
 
-@tool("index", "memory_read",
-      """Read the agent memory index (MEMORY.md) and optionally specific topic files. Call with no
-      arguments to load only the lightweight index (cheap). Pass `topics` only when you need the full
-      content of a specific topic file. A topic may also be a path (work/notes), a memory's title or
-      id, or a folder ending in / (short_term/) to list the memories in it. Returns text. Read-only.""",
-      obj({"topics": {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 50,
-                      "description": 'Optional topic file names to load in full (e.g., ["preferences", '
-                                     '"projects"]). Omit to return the index only. Also accepted: a path '
-                                     '("work/notes"), a memory\'s title or id, a folder ("short_term/").'}}),
-      read_only=True, title="Read memory index")
-def index_read(ctx: ToolContext, topics: list[str] | None = None) -> str:
+@tool("index", "memory_read", read_only=True, title="Read memory index")
+def index_read(ctx: ToolContext,
+               topics: Annotated[list[Annotated[str, Field(max_length=200)]], Field(
+                   description='Optional topic file names to load in full (e.g., ["preferences", "projects"]). '
+                               'Omit to return the index only. Also accepted: a path ("work/notes"), a memory\'s '
+                               'title or id, a folder ("short_term/").', max_length=50)] | None = None) -> str:
+    """Read the agent memory index (MEMORY.md) and optionally specific topic files. Call with no
+    arguments to load only the lightweight index (cheap). Pass `topics` only when you need the full
+    content of a specific topic file. A topic may also be a path (work/notes), a memory's title or
+    id, or a folder ending in / (short_term/) to list the memories in it. Returns text. Read-only."""
     text = _index_text(ctx)
     hint = _overflow_hint(ctx, text)
     if hint:

@@ -67,7 +67,7 @@ def negotiate_version(requested: Any) -> str:
 
 def server_info(profile: str) -> dict[str, str]:
     """``serverInfo`` (also what :func:`gitmem.agents.mcp_server.build_server` names the SDK server)."""
-    from .. import __version__
+    from ..version import __version__
     return {"name": f"gitmem-{profile}", "title": f"gitmem ({profile} tools)", "version": __version__}
 
 
@@ -254,6 +254,7 @@ def serve(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
     writing to its inherited stdout, cannot corrupt the message stream.
     """
     sys.stdout.flush()
+    out: BinaryIO
     try:
         out = os.fdopen(os.dup(1), "wb")
         os.dup2(2, 1)

@@ -21,26 +21,35 @@ come back as a result of this shape (stable, documented in the README)::
                "hint": "List memories with ..."}}
 
 ``code`` is a :class:`~gitmem.errors.GitmemError` code, or one of
-``invalid_arguments`` (the input does not match the schema), ``unknown_tool``,
-``not_available`` (this gitmem lacks the Vault method the tool needs) and
-``internal_error`` (a bug; the message names the exception).  ``hint`` is
+``invalid_arguments`` (the input does not match the schema), ``unknown_tool``
+and ``internal_error`` (a bug; the message names the exception).  ``hint`` is
 always a sentence saying what to do next.
+
+A tool is declared once, by its handler: the docstring is its description and
+each typed parameter (``Annotated[str, Field(description=..., max_length=...)]``,
+``Literal[...]`` for an enum, a default when it may be left out) is one
+property of its input schema.  pydantic derives the schema and the validator
+from that signature (:mod:`gitmem.agents.arguments`).  It is imported when a
+profile's tools are first used, never by ``import gitmem`` or this module: a
+:class:`Toolbox` loads its profile on first use, so an MCP server answers
+``initialize`` without it.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Identity
     from ..vault import Vault
+    from .arguments import Arguments
 
 __all__ = ["Tool", "ToolContext", "Toolbox", "ToolFailure", "PROFILES", "profile_names", "profile_tools",
-           "export", "validate_arguments", "error_result", "protected_hint", "FORMATS"]
+           "export", "error_result", "protected_hint", "FORMATS"]
 
 FORMATS = ("openai", "anthropic", "mcp")
 #: profile name -> one-line description (the tools register themselves in ``_REGISTRY``).
@@ -69,7 +78,6 @@ _HINTS = {
     "protected": f"Protected memories (goals, rules, constraints) cannot be changed by agent tools; {_PERSON}.",
     "conflict": "Re-read the current state and retry with a different name or after the other change.",
     "vault_busy": "Another writer holds the vault; retry in a moment.",
-    "not_available": "This gitmem version lacks the feature; use another tool or upgrade gitmem.",
     "internal_error": "This is a bug in gitmem, not in your call; try another approach and report it.",
 }
 # What an agent can do about a ``protected`` refusal, per profile.  The exception's own
@@ -98,20 +106,32 @@ class Tool:
     """One agent tool.
 
     ``handler(ctx, **arguments)`` receives validated arguments (only those
-    given; defaults come from the handler's signature).  ``read_only``,
-    ``destructive`` and ``idempotent`` become the MCP annotations.
+    given; defaults come from the handler's signature), and declares them: its
+    typed parameters are the input schema, its docstring the description (see
+    :mod:`gitmem.agents.arguments`).  ``read_only``, ``destructive`` and
+    ``idempotent`` become the MCP annotations.
     """
 
     name: str
     profile: str
     description: str
-    schema: dict[str, Any]
     handler: Callable[..., Any]
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
     title: str | None = None
     anthropic: dict[str, Any] | None = None  # a native Anthropic tool definition, if there is one
+
+    @cached_property
+    def arguments(self) -> "Arguments":
+        """The tool's input schema and validator, built from the handler on first use."""
+        from .arguments import Arguments
+        return Arguments(self.handler)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of the tool's input (an object refusing unknown keys)."""
+        return self.arguments.schema
 
     def annotations(self) -> dict[str, Any]:
         """MCP tool annotations (hints for clients deciding about confirmation)."""
@@ -134,51 +154,27 @@ class Tool:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def tool(profile: str, name: str, description: str, schema: dict[str, Any], *, read_only: bool = False,
-         destructive: bool = False, idempotent: bool = False, title: str | None = None,
+def tool(profile: str, name: str, *, read_only: bool = False, destructive: bool = False,
+         idempotent: bool = False, title: str | None = None,
          anthropic: dict[str, Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register the decorated handler as tool ``name`` of ``profile``."""
+    """Register the decorated handler as tool ``name`` of ``profile``; its docstring is the
+    tool's description and its parameters after ``ctx`` are the tool's input."""
     def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-        _REGISTRY[profile][name] = Tool(name, profile, " ".join(description.split()), schema, handler,
-                                        read_only, destructive, read_only or idempotent, title, anthropic)
+        doc = inspect.getdoc(handler)
+        if not doc:
+            raise TypeError(f"tool {name!r}: the handler's docstring is the tool's description; it has none")
+        _REGISTRY[profile][name] = Tool(name, profile, " ".join(doc.split()), handler, read_only, destructive,
+                                        read_only or idempotent, title, anthropic)
         return handler
     return register
-
-
-# ------------------------------------------------------------------ schemas
-def obj(properties: Mapping[str, dict[str, Any]], required: Iterable[str] = ()) -> dict[str, Any]:
-    """An object schema that refuses unknown keys."""
-    out: dict[str, Any] = {"type": "object", "properties": dict(properties)}
-    req = list(required)
-    if req:
-        out["required"] = req
-    out["additionalProperties"] = False
-    return out
-
-
-def string(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "description": description, **extra}
-
-
-def integer(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "integer", "description": description, **extra}
-
-
-def boolean(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "boolean", "description": description, **extra}
-
-
-def strings(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string"}, "description": description, **extra}
 
 
 def load_profile(profile: str) -> dict[str, Tool]:
     """The tools of ``profile`` (importing the module that defines them)."""
     if profile not in PROFILES:
         raise KeyError(profile)
-    if not _REGISTRY[profile]:
-        from importlib import import_module
-        import_module(f".{_MODULES[profile]}", __package__)
+    from importlib import import_module
+    import_module(f".{_MODULES[profile]}", __package__)  # waits for another thread importing it
     return _REGISTRY[profile]
 
 
@@ -199,85 +195,13 @@ def export(profile: str, fmt: str = "openai") -> list[dict[str, Any]]:
     return [t.to_format(fmt) for t in profile_tools(profile)]
 
 
-# --------------------------------------------------------------- validation
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
+# --------------------------------------------------------------- failures
 class ToolFailure(Exception):
     """Raised inside the dispatcher for a structured error result (never leaves it)."""
 
     def __init__(self, code: str, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.hint = code, message, hint
-
-
-def _check(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
-    """Problems of ``value`` against the JSON Schema subset gitmem's tools use."""
-    kind = schema.get("type")
-    if kind is not None:
-        kinds = [kind] if isinstance(kind, str) else list(kind)
-        if not any(_TYPES[k](value) for k in kinds):
-            got = "null" if value is None else type(value).__name__.replace("dict", "object").replace(
-                "list", "array").replace("str", "string").replace("bool", "boolean")
-            return [f"{where} must be {' or '.join(kinds)}, got {got}"]
-    if "enum" in schema and value not in schema["enum"]:
-        return [f"{where} must be one of {', '.join(json.dumps(v) for v in schema['enum'])}, got {json.dumps(value)}"]
-    problems: list[str] = []
-    if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            problems.append(f"{where} must not be empty" if schema["minLength"] == 1
-                            else f"{where} must have at least {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(f"{where} has {len(value):,} characters; the limit is {schema['maxLength']:,}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            problems.append(f"{where} must be >= {schema['minimum']}, got {value}")
-        if "maximum" in schema and value > schema["maximum"]:
-            problems.append(f"{where} must be <= {schema['maximum']}, got {value}")
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            problems.append(f"{where} needs at least {schema['minItems']} item(s), got {len(value)}")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            problems.append(f"{where} allows at most {schema['maxItems']} item(s), got {len(value)}")
-        if "items" in schema:
-            for i, item in enumerate(value):
-                problems += _check(item, schema["items"], f"{where}[{i}]")
-    if isinstance(value, dict) and (schema.get("type") == "object" or "properties" in schema):
-        props = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                problems.append(f"{where}.{key} is required" if where != "arguments" else f"'{key}' is required")
-        if schema.get("additionalProperties") is False:
-            extra = sorted(set(value) - set(props))
-            if extra:
-                problems.append(f"unknown argument(s) {', '.join(map(repr, extra))}" if where == "arguments"
-                                else f"{where} has unknown key(s) {', '.join(map(repr, extra))}")
-        for key, sub in props.items():
-            if key in value:
-                problems += _check(value[key], sub, f"'{key}'" if where == "arguments" else f"{where}.{key}")
-    return problems
-
-
-def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> list[str]:
-    """Problems of ``arguments`` against a tool's input schema (empty when valid).
-
-    Self-contained (no jsonschema at run time) for the subset the tools use:
-    ``type`` (also lists), ``enum``, ``properties``, ``required``,
-    ``additionalProperties: false``, ``items``, ``minItems``/``maxItems``,
-    ``minLength``/``maxLength``, ``minimum``/``maximum``.
-    """
-    if not isinstance(arguments, dict):
-        return [f"arguments must be a JSON object, got {type(arguments).__name__}"]
-    return _check(arguments, schema, "arguments")
 
 
 def _usage(t: Tool) -> str:
@@ -323,13 +247,6 @@ class ToolContext:
         if memory_id and status != "skipped":
             self.state["last_written"] = memory_id
 
-    def need(self, method: str) -> Callable[..., Any]:
-        """The Vault method ``method``, or a ``not_available`` failure if this gitmem lacks it."""
-        found = getattr(self.vault, method, None)
-        if found is None:
-            raise ToolFailure("not_available", f"this gitmem has no Vault.{method}() yet")
-        return found
-
 
 class Toolbox:
     """A vault, a profile and an agent identity: lists tools and dispatches calls.
@@ -346,12 +263,17 @@ class Toolbox:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; use one of {', '.join(PROFILES)}")
         self._owned = not isinstance(vault, Vault)
-        self.vault: Vault = Vault.open(vault) if self._owned else vault
+        self.vault: Vault = vault if isinstance(vault, Vault) else Vault.open(vault)
         self.profile = profile
-        self.tools = load_profile(profile)
         author = Identity.parse(agent) if agent else None
         self.context = ToolContext(self.vault, author, profile)
         self._sessions: dict[Any, ToolContext] = {}
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The profile's tools by name (the profile's module is imported on first use, so an
+        MCP server answers ``initialize`` before paying for it)."""
+        return load_profile(self.profile)
 
     def begin_session(self, kind: str = "mcp", key: Any = None) -> ToolContext:
         """Start a conversation (an MCP session): writes made through the context returned
@@ -411,13 +333,19 @@ class Toolbox:
                 return error_result("invalid_arguments", f"{name}: arguments are not valid JSON ({exc.msg})",
                                     _usage(t))
         arguments = dict(arguments) if isinstance(arguments, Mapping) else arguments
-        problems = validate_arguments(t.schema, arguments)
-        if problems:
-            return error_result("invalid_arguments", f"{name}: " + "; ".join(problems[:5]), _usage(t))
+        from .arguments import ArgumentError
+        try:
+            values = t.arguments.validate(arguments)
+        except ArgumentError as exc:
+            return error_result("invalid_arguments", f"{name}: " + "; ".join(exc.problems[:5]), _usage(t))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a tool whose declaration cannot be built
+            return error_result("internal_error", f"{name} failed: {type(exc).__name__}: {exc}")
         context = self.context if session is None else (
             self._sessions.get(session) or self.begin_session(key=session))
         try:
-            return t.handler(context, **_integers(arguments, t.schema))
+            return t.handler(context, **values)
         except ToolFailure as exc:
             return error_result(exc.code, exc.message, exc.hint)
         except GitmemError as exc:
@@ -454,17 +382,6 @@ def render_result(result: Any, profile: str = "gitmem") -> tuple[str, bool]:
     if isinstance(result, str):
         return result, False
     return json.dumps(result, ensure_ascii=False), False
-
-
-def _integers(arguments: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON has one number type: turn 3.0 into 3 where the schema says integer."""
-    props = schema.get("properties", {})
-    out = {}
-    for key, value in arguments.items():
-        if isinstance(value, float) and props.get(key, {}).get("type") == "integer":
-            value = int(value)
-        out[key] = value
-    return out
 
 
 def handler_parameters(t: Tool) -> tuple[set[str], set[str]]:

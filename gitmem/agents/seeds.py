@@ -23,10 +23,14 @@ README ("Protected memories and agents").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+
+from pydantic import Field, with_config
+from typing_extensions import TypedDict
 
 from ..errors import AmbiguousReference, ContentTooLarge, InvalidInput, NotFound
-from .registry import ToolContext, ToolFailure, boolean, integer, obj, string, strings, tool
+from .arguments import OBJECT
+from .registry import ToolContext, ToolFailure, tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.schema import Memory
@@ -55,9 +59,10 @@ def _written_id(result: Any) -> str:
 
 
 # ================================================================ agentos (002)
-_TULVING = ["episodic", "semantic", "procedural", "prospective"]
-_SCOPES = ["thread", "user", "persona", "organization"]
-_TRACE = "ID of the trace (mt_<uuid>)."
+Tulving = Literal["episodic", "semantic", "procedural", "prospective"]
+Scope = Literal["thread", "user", "persona", "organization"]
+TraceId = Annotated[str, Field(description="ID of the trace (mt_<uuid>).", min_length=1, max_length=200)]
+Tags = Annotated[list[str], Field(max_length=50)]
 
 
 def _trace(memory_id: str) -> str:
@@ -79,40 +84,37 @@ def _trace_memory(ctx: ToolContext, trace_id: str) -> "Memory | None":
     return memory
 
 
-@tool("agentos", "memory_add",
-      """Store a new memory trace. Use when you learn a new fact about the user (type 'semantic'), want to
-      record a conversation event ('episodic'), a how-to ('procedural') or a future task ('prospective').
-      Identical content (same words, ignoring case and punctuation) with the same type and scope is not
-      stored twice: the existing trace id is returned and nothing is written. Any other content is stored
-      as a new trace (one git commit); near-identical traces are merged later by memory_reflect.
-      Returns {"traceId": "mt_<uuid>"}.""",
-      obj({"content": string("The text content to remember.", minLength=1, maxLength=_CONTENT),
-           "type": {"type": "string", "enum": _TULVING, "description": "Tulving memory type (default episodic)."},
-           "scope": {"type": "string", "enum": _SCOPES, "description": "Visibility scope (default user)."},
-           "tags": strings("Free-form tags for filtering.", maxItems=50)},
-          ["content"]),
-      title="Add memory trace")
-def agentos_add(ctx: ToolContext, content: str, type: str = "episodic", scope: str = "user",
-                tags: list[str] | None = None) -> dict[str, Any]:
+@tool("agentos", "memory_add", title="Add memory trace")
+def agentos_add(ctx: ToolContext,
+                content: Annotated[str, Field(description="The text content to remember.", min_length=1,
+                                              max_length=_CONTENT)],
+                type: Annotated[Tulving, Field(description="Tulving memory type (default episodic).")] = "episodic",
+                scope: Annotated[Scope, Field(description="Visibility scope (default user).")] = "user",
+                tags: Annotated[Tags, Field(description="Free-form tags for filtering.")] | None = None
+                ) -> dict[str, Any]:
+    """Store a new memory trace. Use when you learn a new fact about the user (type 'semantic'), want to
+    record a conversation event ('episodic'), a how-to ('procedural') or a future task ('prospective').
+    Identical content (same words, ignoring case and punctuation) with the same type and scope is not
+    stored twice: the existing trace id is returned and nothing is written. Any other content is stored
+    as a new trace (one git commit); near-identical traces are merged later by memory_reflect.
+    Returns {"traceId": "mt_<uuid>"}."""
     # dedup="exact" is the contract's content-hash check (identical text, same type and scope).
     # Nothing looser: every other trace is stored, and memory_reflect merges near-identical ones.
-    result = ctx.need("write")(content, type=type, scope=scope, tags=tags or [], strength=1.0,
-                               dedup="exact", author=ctx.author, **ctx.conversation())
+    result = ctx.vault.write(content, type=type, scope=scope, tags=tags or [], strength=1.0,
+                             dedup="exact", author=ctx.author, **ctx.conversation())
     ctx.wrote(_written_id(result), result.status)
     return {"traceId": _trace(_written_id(result))}
 
 
-@tool("agentos", "memory_update",
-      """Update the content or tags of an existing memory trace (only the fields you pass; each replaces
-      the old value). Use when a memory is outdated. Writes one git commit (the old text stays in
-      history). Returns {"updated": true}, or {"updated": false} if the trace was not found.""",
-      obj({"traceId": string(_TRACE, minLength=1, maxLength=200),
-           "content": string("New text content (replaces old).", minLength=1, maxLength=_CONTENT),
-           "tags": strings("New tags array (replaces old).", maxItems=50)},
-          ["traceId"]),
-      destructive=True, idempotent=True, title="Update memory trace")
-def agentos_update(ctx: ToolContext, traceId: str, content: str | None = None,  # noqa: N803 - seed name
-                   tags: list[str] | None = None) -> dict[str, Any]:
+@tool("agentos", "memory_update", destructive=True, idempotent=True, title="Update memory trace")
+def agentos_update(ctx: ToolContext, traceId: TraceId,  # noqa: N803 - seed name
+                   content: Annotated[str, Field(description="New text content (replaces old).", min_length=1,
+                                                 max_length=_CONTENT)] | None = None,
+                   tags: Annotated[Tags, Field(description="New tags array (replaces old).")] | None = None
+                   ) -> dict[str, Any]:
+    """Update the content or tags of an existing memory trace (only the fields you pass; each replaces
+    the old value). Use when a memory is outdated. Writes one git commit (the old text stays in
+    history). Returns {"updated": true}, or {"updated": false} if the trace was not found."""
     memory = _trace_memory(ctx, traceId)
     if memory is None:
         return {"updated": False}
@@ -121,13 +123,11 @@ def agentos_update(ctx: ToolContext, traceId: str, content: str | None = None,  
     return {"updated": True}
 
 
-@tool("agentos", "memory_delete",
-      """Soft-delete a memory trace by ID: it leaves search results but stays in the vault (archive) and
-      in git history for audit. Use when a memory is wrong or harmful. Writes one git commit. Returns
-      {"deleted": true}, or {"deleted": false} if the trace was not found.""",
-      obj({"traceId": string(_TRACE, minLength=1, maxLength=200)}, ["traceId"]),
-      destructive=True, idempotent=True, title="Delete memory trace")
-def agentos_delete(ctx: ToolContext, traceId: str) -> dict[str, Any]:  # noqa: N803 - seed name
+@tool("agentos", "memory_delete", destructive=True, idempotent=True, title="Delete memory trace")
+def agentos_delete(ctx: ToolContext, traceId: TraceId) -> dict[str, Any]:  # noqa: N803 - seed name
+    """Soft-delete a memory trace by ID: it leaves search results but stays in the vault (archive) and
+    in git history for audit. Use when a memory is wrong or harmful. Writes one git commit. Returns
+    {"deleted": true}, or {"deleted": false} if the trace was not found."""
     memory = _trace_memory(ctx, traceId)
     if memory is None:
         return {"deleted": False}
@@ -135,19 +135,17 @@ def agentos_delete(ctx: ToolContext, traceId: str) -> dict[str, Any]:  # noqa: N
     return {"deleted": True}
 
 
-@tool("agentos", "memory_merge",
-      """Merge several memory traces that say the same thing into one consolidated trace. Tags are unioned,
-      the merged trace keeps the highest strength, the sources are soft-deleted with a pointer to it.
-      One git commit. Returns {"mergedTraceId": "mt_<uuid>", "sourcesDeleted": n}.""",
-      obj({"traceIds": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "minItems": 2, "maxItems": 100,
-                        "description": "IDs of traces to merge (minimum 2)."},
-           "content": string("Override content for the merged trace (if omitted, content is concatenated).",
-                             minLength=1, maxLength=_CONTENT)},
-          ["traceIds"]),
-      destructive=True, title="Merge memory traces")
-def agentos_merge(ctx: ToolContext, traceIds: list[str], content: str | None = None  # noqa: N803
-                  ) -> dict[str, Any]:
+@tool("agentos", "memory_merge", destructive=True, title="Merge memory traces")
+def agentos_merge(ctx: ToolContext,
+                  traceIds: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],  # noqa: N803
+                                      Field(description="IDs of traces to merge (minimum 2).", min_length=2,
+                                            max_length=100)],
+                  content: Annotated[str, Field(description="Override content for the merged trace (if omitted, "
+                                                            "content is concatenated).", min_length=1,
+                                                max_length=_CONTENT)] | None = None) -> dict[str, Any]:
+    """Merge several memory traces that say the same thing into one consolidated trace. Tags are unioned,
+    the merged trace keeps the highest strength, the sources are soft-deleted with a pointer to it.
+    One git commit. Returns {"mergedTraceId": "mt_<uuid>", "sourcesDeleted": n}."""
     memories, unknown = [], []
     for trace_id in traceIds:
         memory = _trace_memory(ctx, trace_id)
@@ -162,23 +160,22 @@ def agentos_merge(ctx: ToolContext, traceIds: list[str], content: str | None = N
         # The contract: without content, the merged trace is the sources' contents concatenated.
         by_id = {m.id: m for m in memories}
         content = "\n\n".join(_body(by_id[i]) for i in ids if _body(by_id[i]))
-    result = ctx.need("merge")(ids, content or None, author=ctx.author)
+    result = ctx.vault.merge(ids, content or None, author=ctx.author)
     return {"mergedTraceId": _trace(result.memory.id), "sourcesDeleted": len(result.sources)}
 
 
-@tool("agentos", "memory_search",
-      """Full-text search over memory traces, ranked by BM25 relevance; use it to look up what you know
-      about a topic. Accepts natural language, or syntax: word (matches any form: deploy ~ deployment),
-      "exact phrase", a AND b, a OR b, a NOT b, prefix*. Only active traces are returned. Read-only.
-      Returns {"results": [{"id", "content", "type", "scope", "strength", "tags"}]}.""",
-      obj({"query": string("Full-text search query.", minLength=1, maxLength=2000),
-           "type": {"type": "string", "enum": _TULVING, "description": "Filter by memory type."},
-           "scope": {"type": "string", "enum": _SCOPES, "description": "Filter by visibility scope."},
-           "limit": integer("Maximum results to return (default 10).", minimum=1, maximum=100)},
-          ["query"]),
-      read_only=True, title="Search memory traces")
-def agentos_search(ctx: ToolContext, query: str, type: str | None = None, scope: str | None = None,
-                   limit: int = 10) -> dict[str, Any]:
+@tool("agentos", "memory_search", read_only=True, title="Search memory traces")
+def agentos_search(ctx: ToolContext,
+                   query: Annotated[str, Field(description="Full-text search query.", min_length=1,
+                                               max_length=2000)],
+                   type: Annotated[Tulving, Field(description="Filter by memory type.")] | None = None,
+                   scope: Annotated[Scope, Field(description="Filter by visibility scope.")] | None = None,
+                   limit: Annotated[int, Field(description="Maximum results to return (default 10).", ge=1,
+                                               le=100)] = 10) -> dict[str, Any]:
+    """Full-text search over memory traces, ranked by BM25 relevance; use it to look up what you know
+    about a topic. Accepts natural language, or syntax: word (matches any form: deploy ~ deployment),
+    "exact phrase", a AND b, a OR b, a NOT b, prefix*. Only active traces are returned. Read-only.
+    Returns {"results": [{"id", "content", "type", "scope", "strength", "tags"}]}."""
     page = ctx.vault.search(query, limit=limit, type=type, scope=scope)
     results = []
     for hit in page.hits:
@@ -196,86 +193,89 @@ def agentos_search(ctx: ToolContext, query: str, type: str | None = None, scope:
     return {"results": results}
 
 
-@tool("agentos", "memory_reflect",
-      """Trigger on-demand memory consolidation (like sleep): prune weak traces, merge near-identical ones,
-      promote old, often-retrieved traces. Use after working for a while. Writes at most one git commit.
-      If a consolidation is already running it returns at once with zero counts. Returns {"pruned",
-      "merged", "derived", "compacted", "durationMs"}.""",
-      obj({"topic": string("Reserved for future topic-scoped consolidation (currently ignored).",
-                           maxLength=500)}),
-      destructive=True, title="Consolidate memory")
-def agentos_reflect(ctx: ToolContext, topic: str | None = None) -> dict[str, Any]:
-    report = ctx.need("reflect")(author=ctx.author)
+@tool("agentos", "memory_reflect", destructive=True, title="Consolidate memory")
+def agentos_reflect(ctx: ToolContext,
+                    topic: Annotated[str, Field(description="Reserved for future topic-scoped consolidation "
+                                                            "(currently ignored).", max_length=500)] | None = None
+                    ) -> dict[str, Any]:
+    """Trigger on-demand memory consolidation (like sleep): prune weak traces, merge near-identical ones,
+    promote old, often-retrieved traces. Use after working for a while. Writes at most one git commit.
+    If a consolidation is already running it returns at once with zero counts. Returns {"pruned",
+    "merged", "derived", "compacted", "durationMs"}."""
+    report = ctx.vault.reflect(author=ctx.author)
     return {"pruned": _count(report.pruned), "merged": _count(report.merged), "derived": 0,
             "compacted": _count(report.promoted), "durationMs": int(report.duration_ms)}
 
 
 # ================================================================== vault (003)
-_VAULT_TYPES = ["fact", "skill", "preference", "constraint", "task", "episodic", "correction"]
-_RELATIONS = ["derived_from", "contradicts", "refines", "part_of", "supersedes"]
+VaultType = Literal["fact", "skill", "preference", "constraint", "task", "episodic", "correction"]
+Relation = Literal["derived_from", "contradicts", "refines", "part_of", "supersedes"]
+_VAULT_TYPES = get_args(VaultType)
 # seed parameter -> frontmatter field, for the provenance fields stored as given.
 _PROVENANCE = {"vaultId": "vault_id", "agentId": "agent_id", "agentType": "agent_type", "modelId": "model_id",
                "agentRunId": "agent_run_id", "sourceMessageId": "source_message_id",
                "writeReason": "write_reason", "sourceNoteIds": "source_note_ids"}
 
 
-def _id_string(description: str) -> dict[str, Any]:
-    return string(description, minLength=1, maxLength=200)
+IdString = Annotated[str, Field(min_length=1, max_length=200)]
+Level = Annotated[int, Field(ge=1, le=5)]
 
 
-@tool("vault", "write_memory",
-      """Create or upsert a durable memory entry. Memory types: fact (durable knowledge, importance 3-5),
-      skill (procedures/how-tos, 3-5), preference (user style/choices, 2-4), constraint (hard rules/limits,
-      4-5; protected: kept out of consolidation, changed only by superseding or upserting it here),
-      task (active work items, 2-4), episodic (session summaries, 1-3), correction (superseded knowledge;
-      always set supersededById, 3-5). Importance: 5=critical, 4=important, 3=standard (default),
-      2=supplementary, 1=low-value. Confidence: 5=verified, 4=observed multiple times, 3=reasonable
-      inference (default), 2=uncertain, 1=speculative. With dedup: true, >92% similarity to an existing
-      memory of the same type = skip, >80% = supersede the old one, else create; similarity respects word
-      order, and a text with other numbers or a negation is never skipped. relatedMemoryIds with
-      relationType supersedes marks that memory superseded (it stays readable). externalWriteId is an
-      upsert key: the same key with different content updates that memory (status updated, a new version);
-      with the same content nothing is written (skipped). Writes one git commit unless skipped. Returns
-      {"id": uuid, "status": "created" | "skipped" | "superseded" | "updated"}.""",
-      obj({"content": string("Memory content in plain text.", minLength=1, maxLength=_CONTENT),
-           "memoryType": {"type": "string", "enum": _VAULT_TYPES, "description": "Type (default fact)."},
-           "summary": string("Optional short summary.", maxLength=500),
-           "vaultId": _id_string("Vault/project scope (UUID); recorded with the memory."),
-           "importance": integer("Importance from 1 to 5.", minimum=1, maximum=5),
-           "confidence": integer("Confidence from 1 to 5.", minimum=1, maximum=5),
-           "agentId": _id_string("Agent identifier."),
-           "agentType": _id_string("Agent type."),
-           "modelId": _id_string("Model used to create this memory."),
-           "agentRunId": _id_string("Agent run identifier."),
-           "sourceMessageId": _id_string("Source message UUID."),
-           "writeReason": string("Why this memory should be stored.", maxLength=2000),
-           "externalWriteId": _id_string("Idempotency key for upsert behavior: the same key again updates "
-                                         "that memory."),
-           "relatedMemoryIds": {"type": "array", "maxItems": 100, "description": (
-               "Links to related memories with relation type."), "items": obj({
-                   "memoryId": _id_string("Related memory id (UUID)."),
-                   "relationType": {"type": "string", "enum": _RELATIONS, "description": "How it relates."}},
-                   ["memoryId", "relationType"])},
-           "sourceNoteIds": strings("Note UUIDs this memory was extracted from.", maxItems=100),
-           "supersededById": _id_string("Memory ID that supersedes this one (for corrections)."),
-           "entities": strings("Extracted entity names (people, projects, tools, concepts) for cross-linking.",
-                               maxItems=200),
-           "dedup": boolean("Run semantic dedup before writing. >92% match = skip, >80% = supersede old.")},
-          ["content"]),
-      title="Write memory")
-def vault_write(ctx: ToolContext, content: str, memoryType: str | None = None,  # noqa: N803 - seed names
-                summary: str | None = None,
-                vaultId: str | None = None, importance: int | None = None, confidence: int | None = None,
-                agentId: str | None = None, agentType: str | None = None, modelId: str | None = None,
-                agentRunId: str | None = None, sourceMessageId: str | None = None,
-                writeReason: str | None = None, externalWriteId: str | None = None,
-                relatedMemoryIds: list[dict[str, str]] | None = None, sourceNoteIds: list[str] | None = None,
-                supersededById: str | None = None, entities: list[str] | None = None,
-                dedup: bool = False) -> dict[str, Any]:
+@with_config(OBJECT)  # unknown keys are refused
+class RelatedMemory(TypedDict):
+    # One item of relatedMemoryIds (no docstring: it would become the item schema's description).
+    memoryId: Annotated[IdString, Field(description="Related memory id (UUID).")]  # noqa: N815 - seed names
+    relationType: Annotated[Relation, Field(description="How it relates.")]  # noqa: N815
+
+
+@tool("vault", "write_memory", title="Write memory")
+def vault_write(ctx: ToolContext,  # noqa: N803 - the seed's parameter names
+                content: Annotated[str, Field(description="Memory content in plain text.", min_length=1,
+                                              max_length=_CONTENT)],
+                memoryType: Annotated[VaultType, Field(description="Type (default fact).")] | None = None,
+                summary: Annotated[str, Field(description="Optional short summary.", max_length=500)] | None = None,
+                vaultId: Annotated[IdString, Field(description="Vault/project scope (UUID); recorded with the "
+                                                               "memory.")] | None = None,
+                importance: Annotated[Level, Field(description="Importance from 1 to 5.")] | None = None,
+                confidence: Annotated[Level, Field(description="Confidence from 1 to 5.")] | None = None,
+                agentId: Annotated[IdString, Field(description="Agent identifier.")] | None = None,
+                agentType: Annotated[IdString, Field(description="Agent type.")] | None = None,
+                modelId: Annotated[IdString, Field(description="Model used to create this memory.")] | None = None,
+                agentRunId: Annotated[IdString, Field(description="Agent run identifier.")] | None = None,
+                sourceMessageId: Annotated[IdString, Field(description="Source message UUID.")] | None = None,
+                writeReason: Annotated[str, Field(description="Why this memory should be stored.",
+                                                  max_length=2000)] | None = None,
+                externalWriteId: Annotated[IdString, Field(description="Idempotency key for upsert behavior: the "
+                                                                       "same key again updates that memory.")
+                                           ] | None = None,
+                relatedMemoryIds: Annotated[list[RelatedMemory], Field(
+                    description="Links to related memories with relation type.", max_length=100)] | None = None,
+                sourceNoteIds: Annotated[list[str], Field(description="Note UUIDs this memory was extracted from.",
+                                                          max_length=100)] | None = None,
+                supersededById: Annotated[IdString, Field(description="Memory ID that supersedes this one (for "
+                                                                      "corrections).")] | None = None,
+                entities: Annotated[list[str], Field(description="Extracted entity names (people, projects, tools, "
+                                                                 "concepts) for cross-linking.", max_length=200)
+                                    ] | None = None,
+                dedup: Annotated[bool, Field(description="Run semantic dedup before writing. >92% match = skip, "
+                                                         ">80% = supersede old.")] = False) -> dict[str, Any]:
+    """Create or upsert a durable memory entry. Memory types: fact (durable knowledge, importance 3-5),
+    skill (procedures/how-tos, 3-5), preference (user style/choices, 2-4), constraint (hard rules/limits,
+    4-5; protected: kept out of consolidation, changed only by superseding or upserting it here),
+    task (active work items, 2-4), episodic (session summaries, 1-3), correction (superseded knowledge;
+    always set supersededById, 3-5). Importance: 5=critical, 4=important, 3=standard (default),
+    2=supplementary, 1=low-value. Confidence: 5=verified, 4=observed multiple times, 3=reasonable
+    inference (default), 2=uncertain, 1=speculative. With dedup: true, >92% similarity to an existing
+    memory of the same type = skip, >80% = supersede the old one, else create; similarity respects word
+    order, and a text with other numbers or a negation is never skipped. relatedMemoryIds with
+    relationType supersedes marks that memory superseded (it stays readable). externalWriteId is an
+    upsert key: the same key with different content updates that memory (status updated, a new version);
+    with the same content nothing is written (skipped). Writes one git commit unless skipped. Returns
+    {"id": uuid, "status": "created" | "skipped" | "superseded" | "updated"}."""
     given = {"vaultId": vaultId, "agentId": agentId, "agentType": agentType, "modelId": modelId,
              "agentRunId": agentRunId, "sourceMessageId": sourceMessageId, "writeReason": writeReason,
              "sourceNoteIds": sourceNoteIds}
-    extra = {_PROVENANCE[k]: v for k, v in given.items() if v not in (None, [], "")}
+    extra: dict[str, Any] = {_PROVENANCE[k]: v for k, v in given.items() if v not in (None, [], "")}
     related = [{"id": r["memoryId"], "relation": r["relationType"]} for r in relatedMemoryIds or []]
     supersedes = next((r["id"] for r in related if r["relation"] == "supersedes"), None)
     try:
@@ -283,12 +283,12 @@ def vault_write(ctx: ToolContext, content: str, memoryType: str | None = None,  
         # by a correction or a dedup match, upsert one by externalWriteId): each is a commit and
         # the old text stays readable.  Goals and rules of other tools stay refused.
         # An upsert without memoryType keeps the stored type; a new memory is a fact by default.
-        result = ctx.need("write")(content, type=memoryType, default_type="fact", summary=summary,
-                                   importance=importance, confidence=confidence, entities=entities,
-                                   related=related or None, supersedes=supersedes, superseded_by=supersededById,
-                                   external_write_id=externalWriteId, upsert=True, dedup=dedup,
-                                   allow_protected=_VAULT_TYPES, author=ctx.author, **extra,
-                                   **ctx.conversation(link=externalWriteId is None))
+        result = ctx.vault.write(content, type=memoryType, default_type="fact", summary=summary,
+                                 importance=importance, confidence=confidence, entities=entities,
+                                 related=related or None, supersedes=supersedes, superseded_by=supersededById,
+                                 external_write_id=externalWriteId, upsert=True, dedup=dedup,
+                                 allow_protected=_VAULT_TYPES, author=ctx.author, **extra,
+                                 **ctx.conversation(link=externalWriteId is None))
     except ContentTooLarge as exc:
         limit = ctx.vault.config.max_content_bytes
         size = len(content.encode("utf-8", "surrogatepass"))
@@ -314,30 +314,29 @@ def _vault_view(memory: "Memory") -> dict[str, Any]:
             "createdAt": meta.get("created"), "updatedAt": meta.get("updated")}
 
 
-@tool("vault", "read_memory",
-      """Read one memory by id (as returned by write_memory or search_memories). Read-only. Returns
-      {"id", "content", "memoryType", "summary", "importance", "confidence", "entities",
-      "relatedMemoryIds", "supersededById", "status", "createdAt", "updatedAt"}.""",
-      obj({"memoryId": _id_string("The memory id (UUID).")}, ["memoryId"]),
-      read_only=True, title="Read memory")
-def vault_read(ctx: ToolContext, memoryId: str) -> dict[str, Any]:  # noqa: N803 - seed name
+@tool("vault", "read_memory", read_only=True, title="Read memory")
+def vault_read(ctx: ToolContext,
+               memoryId: Annotated[IdString, Field(description="The memory id (UUID).")]  # noqa: N803 - seed name
+               ) -> dict[str, Any]:
+    """Read one memory by id (as returned by write_memory or search_memories). Read-only. Returns
+    {"id", "content", "memoryType", "summary", "importance", "confidence", "entities",
+    "relatedMemoryIds", "supersededById", "status", "createdAt", "updatedAt"}."""
     memory = ctx.vault.get(memoryId)
     if memory.id != memoryId.strip():
         raise NotFound(f"no memory with id {memoryId!r}")
     return _vault_view(memory)
 
 
-@tool("vault", "search_memories",
-      """Full-text search (BM25 with stemming; phrases, AND/OR/NOT and prefix* work) over active memories.
-      Use before writing to find what is already known. Read-only. Returns {"results": [{"id", "content",
-      "memoryType", "summary", "importance", "confidence", "score"}]}.""",
-      obj({"query": string("What to look for (words or a question).", minLength=1, maxLength=2000),
-           "memoryType": {"type": "string", "enum": _VAULT_TYPES, "description": "Only this type."},
-           "limit": integer("Maximum results (default 10).", minimum=1, maximum=100)},
-          ["query"]),
-      read_only=True, title="Search memories")
-def vault_search(ctx: ToolContext, query: str, memoryType: str | None = None,  # noqa: N803 - seed name
-                 limit: int = 10) -> dict[str, Any]:
+@tool("vault", "search_memories", read_only=True, title="Search memories")
+def vault_search(ctx: ToolContext,
+                 query: Annotated[str, Field(description="What to look for (words or a question).", min_length=1,
+                                             max_length=2000)],
+                 memoryType: Annotated[VaultType, Field(description="Only this type.")] | None = None,  # noqa: N803
+                 limit: Annotated[int, Field(description="Maximum results (default 10).", ge=1, le=100)] = 10
+                 ) -> dict[str, Any]:
+    """Full-text search (BM25 with stemming; phrases, AND/OR/NOT and prefix* work) over active memories.
+    Use before writing to find what is already known. Read-only. Returns {"results": [{"id", "content",
+    "memoryType", "summary", "importance", "confidence", "score"}]}."""
     page = ctx.vault.search(query, limit=limit, type=memoryType)
     results = []
     for hit in page.hits:
@@ -352,14 +351,15 @@ def vault_search(ctx: ToolContext, query: str, memoryType: str | None = None,  #
 
 
 # ==================================================================== fsm (004)
-_FSM_TIERS = ["short_term", "mid_term", "long_term"]
-_FSM_TYPES = ["memory", "goal", "rule"]
-_FILENAME = "The filename to read (e.g., my_memory.md)."
+FsmTier = Literal["short_term", "mid_term", "long_term"]
+FsmType = Literal["memory", "goal", "rule"]
+_FSM_TYPES = get_args(FsmType)
+Filename = Annotated[str, Field(min_length=1, max_length=300)]
 
 
 def _fsm_view(memory: "Memory", content: bool = True) -> dict[str, Any]:
-    out = {"filename": memory.filename, "title": memory.title, "tier": memory.tier, "type": memory.type,
-           "tags": memory.tags}
+    out: dict[str, Any] = {"filename": memory.filename, "title": memory.title, "tier": memory.tier,
+                           "type": memory.type, "tags": memory.tags}
     if content:
         out |= {"content": _body(memory), "created": memory.meta.get("created"),
                 "updated": memory.meta.get("updated")}
@@ -374,51 +374,46 @@ def _fsm_find(ctx: ToolContext, filename: str, tier: str | None = None) -> "Memo
     return memory
 
 
-@tool("fsm", "create_memory",
-      """Create a new memory file (Markdown with YAML frontmatter) in a tier: short_term (default) for
-      fresh notes, mid_term/long_term for consolidated knowledge (put compress_tier summaries in the next
-      tier up). Types: memory (default), goal, rule; goals and rules are protected from compression and
-      archiving (compress_tier leaves them out, archive_memories refuses them); update_memory changes them.
-      Writes one git commit. Returns {"filename", "title", "tier", "type", "tags"}.""",
-      obj({"content": string("The body of the memory.", maxLength=_CONTENT),
-           "title": string("Distinctive title for the memory.", minLength=1, maxLength=200),
-           "tags": strings("Tags for categorization.", maxItems=50),
-           "tier": {"type": "string", "enum": _FSM_TIERS, "description": "Tier (default short_term)."},
-           "type": {"type": "string", "enum": _FSM_TYPES, "description": "memory (default), goal or rule."}},
-          ["content", "title"]),
-      title="Create memory")
-def fsm_create(ctx: ToolContext, content: str, title: str, tags: list[str] | None = None,
-               tier: str = "short_term", type: str = "memory") -> dict[str, Any]:
+@tool("fsm", "create_memory", title="Create memory")
+def fsm_create(ctx: ToolContext,
+               content: Annotated[str, Field(description="The body of the memory.", max_length=_CONTENT)],
+               title: Annotated[str, Field(description="Distinctive title for the memory.", min_length=1,
+                                           max_length=200)],
+               tags: Annotated[list[str], Field(description="Tags for categorization.", max_length=50)] | None = None,
+               tier: Annotated[FsmTier, Field(description="Tier (default short_term).")] = "short_term",
+               type: Annotated[FsmType, Field(description="memory (default), goal or rule.")] = "memory"
+               ) -> dict[str, Any]:
+    """Create a new memory file (Markdown with YAML frontmatter) in a tier: short_term (default) for
+    fresh notes, mid_term/long_term for consolidated knowledge (put compress_tier summaries in the next
+    tier up). Types: memory (default), goal, rule; goals and rules are protected from compression and
+    archiving (compress_tier leaves them out, archive_memories refuses them); update_memory changes them.
+    Writes one git commit. Returns {"filename", "title", "tier", "type", "tags"}."""
     memory = ctx.vault.add(title, content, type=type, tier=tier, tags=tags, author=ctx.author,
                            **ctx.conversation())
     ctx.wrote(memory.id)
     return _fsm_view(memory, content=False)
 
 
-@tool("fsm", "read_memory",
-      """Read a memory by filename (as listed by search_memory or compress_tier). Read-only. Returns
-      {"filename", "title", "tier", "type", "tags", "content", "created", "updated"}.""",
-      obj({"filename": string(_FILENAME, minLength=1, maxLength=300),
-           "tier": {"type": "string", "enum": _FSM_TIERS + ["archive"], "description": "Specific tier to look in."}},
-          ["filename"]),
-      read_only=True, title="Read memory")
-def fsm_read(ctx: ToolContext, filename: str, tier: str | None = None) -> dict[str, Any]:
+@tool("fsm", "read_memory", read_only=True, title="Read memory")
+def fsm_read(ctx: ToolContext,
+             filename: Annotated[Filename, Field(description="The filename to read (e.g., my_memory.md).")],
+             tier: Annotated[Literal[FsmTier, "archive"], Field(description="Specific tier to look in.")
+                             ] | None = None) -> dict[str, Any]:
+    """Read a memory by filename (as listed by search_memory or compress_tier). Read-only. Returns
+    {"filename", "title", "tier", "type", "tags", "content", "created", "updated"}."""
     return _fsm_view(_fsm_find(ctx, filename, tier))
 
 
-@tool("fsm", "update_memory",
-      """Update an existing memory, goals and rules included: new content and/or tags (each replaces the old
-      value), and/or move it to another tier (e.g. promote to mid_term). Writes one git commit (a tier
-      change is a tracked move; earlier versions stay in git history). Returns {"filename", "title", "tier",
-      "type", "tags"}.""",
-      obj({"filename": string("The filename to update.", minLength=1, maxLength=300),
-           "content": string("New content.", maxLength=_CONTENT),
-           "tags": strings("New tags.", maxItems=50),
-           "tier": {"type": "string", "enum": _FSM_TIERS, "description": "Move to a new tier."}},
-          ["filename"]),
-      destructive=True, idempotent=True, title="Update memory")
-def fsm_update(ctx: ToolContext, filename: str, content: str | None = None, tags: list[str] | None = None,
-               tier: str | None = None) -> dict[str, Any]:
+@tool("fsm", "update_memory", destructive=True, idempotent=True, title="Update memory")
+def fsm_update(ctx: ToolContext,
+               filename: Annotated[Filename, Field(description="The filename to update.")],
+               content: Annotated[str, Field(description="New content.", max_length=_CONTENT)] | None = None,
+               tags: Annotated[list[str], Field(description="New tags.", max_length=50)] | None = None,
+               tier: Annotated[FsmTier, Field(description="Move to a new tier.")] | None = None) -> dict[str, Any]:
+    """Update an existing memory, goals and rules included: new content and/or tags (each replaces the old
+    value), and/or move it to another tier (e.g. promote to mid_term). Writes one git commit (a tier
+    change is a tracked move; earlier versions stay in git history). Returns {"filename", "title", "tier",
+    "type", "tags"}."""
     vault = ctx.vault
     memory = _fsm_find(ctx, filename)
     # Goals and rules are protected from compression and archiving only: updating one's own
@@ -435,54 +430,50 @@ def fsm_update(ctx: ToolContext, filename: str, content: str | None = None, tags
     return _fsm_view(memory, content=False)
 
 
-@tool("fsm", "search_memory",
-      """Search memories by text content or title (BM25 full-text, stemming; "phrases" and AND/OR/NOT
-      work). Read-only. Returns {"results": [{"filename", "title", "tier", "type", "tags", "snippet"}]},
-      best first.""",
-      obj({"query": string("The search query.", minLength=1, maxLength=2000)}, ["query"]),
-      read_only=True, title="Search memories")
-def fsm_search(ctx: ToolContext, query: str) -> dict[str, Any]:
+@tool("fsm", "search_memory", read_only=True, title="Search memories")
+def fsm_search(ctx: ToolContext,
+               query: Annotated[str, Field(description="The search query.", min_length=1, max_length=2000)]
+               ) -> dict[str, Any]:
+    """Search memories by text content or title (BM25 full-text, stemming; "phrases" and AND/OR/NOT
+    work). Read-only. Returns {"results": [{"filename", "title", "tier", "type", "tags", "snippet"}]},
+    best first."""
     page = ctx.vault.search(query, limit=10)
     return {"results": [{"filename": hit.path.rsplit("/", 1)[-1], "title": hit.title, "tier": hit.tier,
                          "type": hit.type, "tags": hit.tags, "snippet": hit.snippet} for hit in page.hits]}
 
 
-@tool("fsm", "compress_tier",
-      """Helper to retrieve memories for compression. Returns {"content": the combined text of every
-      non-protected memory in the tier, "files": their filenames, "target_tier": the next tier up}. Then:
-      summarize the content, call create_memory with the summary in target_tier, and call archive_memories
-      with the files. Read-only (nothing changes until you archive).""",
-      obj({"tier": {"type": "string", "enum": _FSM_TIERS, "description": "The tier to compress (e.g., short_term)."}},
-          ["tier"]),
-      read_only=True, title="Collect a tier for compression")
-def fsm_compress(ctx: ToolContext, tier: str) -> dict[str, Any]:
-    batch = ctx.need("compress_tier")(tier)
+@tool("fsm", "compress_tier", read_only=True, title="Collect a tier for compression")
+def fsm_compress(ctx: ToolContext,
+                 tier: Annotated[FsmTier, Field(description="The tier to compress (e.g., short_term).")]
+                 ) -> dict[str, Any]:
+    """Helper to retrieve memories for compression. Returns {"content": the combined text of every
+    non-protected memory in the tier, "files": their filenames, "target_tier": the next tier up}. Then:
+    summarize the content, call create_memory with the summary in target_tier, and call archive_memories
+    with the files. Read-only (nothing changes until you archive)."""
+    batch = ctx.vault.compress_tier(tier)
     return {"content": batch.content, "files": [p.rsplit("/", 1)[-1] for p in batch.files],
             "target_tier": batch.target_tier}
 
 
-@tool("fsm", "archive_memories",
-      """Move memories to the archive tier (tracked moves in one git commit; still readable and searchable
-      with tier archive). Goals and rules are refused. An empty list archives nothing (no commit). Returns
-      {"archived": [filenames], "tier": "archive"}.""",
-      obj({"filenames": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 300},
-                         "maxItems": 1000, "description": "List of filenames to archive."}},
-          ["filenames"]),
-      destructive=True, idempotent=True, title="Archive memories")
-def fsm_archive(ctx: ToolContext, filenames: list[str]) -> dict[str, Any]:
+@tool("fsm", "archive_memories", destructive=True, idempotent=True, title="Archive memories")
+def fsm_archive(ctx: ToolContext,
+                filenames: Annotated[list[Filename], Field(description="List of filenames to archive.",
+                                                           max_length=1000)]) -> dict[str, Any]:
+    """Move memories to the archive tier (tracked moves in one git commit; still readable and searchable
+    with tier archive). Goals and rules are refused. An empty list archives nothing (no commit). Returns
+    {"archived": [filenames], "tier": "archive"}."""
     if not filenames:
         # compress_tier on a tier of only goals and rules returns files: []; the next step of the
         # flow, archive_memories(files), must then succeed without doing anything.
         return {"archived": [], "tier": ctx.vault.config.archive_tier}
-    archived = ctx.need("archive")(filenames, author=ctx.author)
+    archived = ctx.vault.archive(filenames, author=ctx.author)
     return {"archived": [m.filename for m in archived], "tier": ctx.vault.config.archive_tier}
 
 
-@tool("fsm", "retrieve_protected_context",
-      """Retrieve all goal and rule memories to provide persistent context; call it at the start of a
-      session. Read-only. Returns {"context": Markdown of every goal and rule, "memories": [{"filename",
-      "title", "tier", "type", "tags", "content", ...}]}.""",
-      obj({}), read_only=True, title="Protected context")
+@tool("fsm", "retrieve_protected_context", read_only=True, title="Protected context")
 def fsm_protected(ctx: ToolContext) -> dict[str, Any]:
-    context = ctx.need("protected_context")()
+    """Retrieve all goal and rule memories to provide persistent context; call it at the start of a
+    session. Read-only. Returns {"context": Markdown of every goal and rule, "memories": [{"filename",
+    "title", "tier", "type", "tags", "content", ...}]}."""
+    context = ctx.vault.protected_context()
     return {"context": context.markdown, "memories": [_fsm_view(m) for m in context.memories]}

@@ -500,9 +500,8 @@ def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
     Example:
       gitmem doctor --repair
     """
-    from ..ops.doctor import diagnose
     vault = open_vault(ctx)
-    findings = diagnose(vault, repair=repair)
+    findings = vault.doctor(repair=repair)
     unresolved = [f for f in findings if not f.ok and not f.repaired]
 
     def text() -> str:

@@ -1,4 +1,4 @@
-"""``gitmem purge ID``: remove one memory from all of history (see :mod:`gitmem.ops.purge`).
+"""``gitmem purge ID``: remove one memory from all of history (see :mod:`gitmem.upkeep.purge`).
 
 Registered in :mod:`gitmem.cli.main`.  Rewriting history cannot be undone, so it
 asks for confirmation (or ``--yes``) and always prints the warning that
@@ -37,14 +37,14 @@ def purge(ctx: click.Context, ref: str, yes: bool, as_json: bool) -> None:
     Example:
       gitmem purge 3f6c2a9e --yes
     """
-    from ..ops.purge import REMOTE_WARNING, purge as run_purge
+    from ..upkeep.purge import REMOTE_WARNING
     vault = open_vault(ctx)
-    memory_id = vault._memory_id(ref)  # noqa: SLF001 - resolve first, so the prompt names it
+    memory_id = vault.memory_id(ref)  # resolved first, so the prompt names it
     if not yes:
         if as_json or not sys.stdin.isatty():
             raise click.UsageError("purge rewrites history: pass --yes to confirm")
         click.confirm(f"Remove memory {memory_id} from all history? This cannot be undone", abort=True)
-    report = run_purge(vault, memory_id)
+    report = vault.purge(memory_id)
     click.echo(f"warning: {REMOTE_WARNING}", err=True)
 
     def text() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -48,10 +49,12 @@ def tools_list(profile: str | None, as_json: bool) -> None:
     """
     from ..agents.registry import PROFILES, profile_tools
     names = [profile] if profile else list(PROFILES)
-    data = {name: {"description": PROFILES[name],
-                   "tools": [{"name": t.name, "read_only": t.read_only, "destructive": t.destructive,
-                              "description": t.description} for t in profile_tools(name)]}
-            for name in names}
+    data: dict[str, dict[str, Any]] = {name: {"description": PROFILES[name],
+                                              "tools": [{"name": t.name, "read_only": t.read_only,
+                                                         "destructive": t.destructive,
+                                                         "description": t.description}
+                                                        for t in profile_tools(name)]}
+                                       for name in names}
 
     def text() -> str:
         lines = []

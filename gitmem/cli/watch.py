@@ -62,8 +62,7 @@ def watch(ctx: click.Context, commit: bool | None, debounce: float, commit_delay
                 else "index only, no commits")
         click.echo(f"watching {vault.root} ({mode}; Ctrl-C stops)", err=True)
 
-    from ..search.vectors import start_embed_worker
-    embedder = start_embed_worker(vault, lambda line: click.echo(f"gitmem: {line}", err=True))
+    embedder = vault.start_embedding(lambda line: click.echo(f"gitmem: {line}", err=True))
     try:
         watcher.run_forever(on_ready=ready)
     finally:

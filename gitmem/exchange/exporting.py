@@ -8,7 +8,7 @@
   ``<h1>/<h2>/`` folders, each file byte-for-byte the memory file.  Names are
   made unique per tier (``note.md``, ``note-2.md``), the target is never inside
   the vault, a non-empty target is refused unless ``force``, and no symbolic link
-  in the target is followed (:mod:`gitmem.store.safefs`): everything is checked before
+  in the target is followed (:mod:`gitmem.safefs`): everything is checked before
   the first file is written.
 
 Reading needs no lock: an export reads each memory file once.
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterator
 
-from ..store import safefs
+from .. import safefs
 from ..errors import Conflict, InvalidInput, NotFound, UnsafePath
 from ..memory.schema import ordered
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.schema import Memory
-    from ..vault import Vault
+    from ..services import Services
 
 __all__ = ["memory_record", "iter_memories", "export_jsonl", "export_folder", "FolderExport"]
 
@@ -56,31 +56,31 @@ def memory_record(memory: "Memory") -> dict[str, Any]:
     return record
 
 
-def iter_memories(vault: "Vault") -> Iterator["Memory"]:
+def iter_memories(services: "Services") -> Iterator["Memory"]:
     """Every memory of the vault (any status), with its body, in path order."""
-    for listed in sorted(vault.list(status=None), key=lambda m: m.path):
+    for listed in sorted(services.reader.list(status=None), key=lambda m: m.path):
         try:
-            yield vault.get(listed.path)
+            yield services.reader.get(listed.path)
         except NotFound:
             continue  # removed while the export ran
 
 
-def _outside_vault(vault: "Vault", target: Path) -> None:
+def _outside_vault(services: "Services", target: Path) -> None:
     for form in (target, Path(os.path.realpath(target))):
-        if form == vault.root or vault.root in form.parents:
+        if form == services.store.root or services.store.root in form.parents:
             raise InvalidInput(f"{target} is inside the vault; export to a place outside it")
 
 
-def export_jsonl(vault: "Vault", out: "str | os.PathLike[str] | IO[str]") -> int:
+def export_jsonl(services: "Services", out: "str | os.PathLike[str] | IO[str]") -> int:
     """Write every memory as one JSON line to ``out`` (a text stream, or a file path
     outside the vault); returns how many were written."""
     if isinstance(out, (str, os.PathLike)):
         target = Path(os.path.abspath(Path(out).expanduser()))
-        _outside_vault(vault, target)
+        _outside_vault(services, target)
         with open(target, "w", encoding="utf-8", newline="\n") as handle:
-            return export_jsonl(vault, handle)
+            return export_jsonl(services, handle)
     count = 0
-    for memory in iter_memories(vault):
+    for memory in iter_memories(services):
         out.write(json.dumps(memory_record(memory), ensure_ascii=False, default=str) + "\n")
         count += 1
     return count
@@ -99,10 +99,10 @@ def _has_entries(folder: Path) -> bool:
         return any(True for _ in entries)
 
 
-def export_folder(vault: "Vault", target: "str | os.PathLike[str]", *, force: bool = False) -> FolderExport:
+def export_folder(services: "Services", target: "str | os.PathLike[str]", *, force: bool = False) -> FolderExport:
     """Write every memory to ``target/<tier>/<file name>.md`` (see the module doc)."""
     root = Path(os.path.abspath(Path(target).expanduser()))
-    _outside_vault(vault, root)
+    _outside_vault(services, root)
     if root.is_symlink():
         raise UnsafePath(f"{root} is a symbolic link; export to a real folder", path=str(root))
     if root.exists() and not root.is_dir():
@@ -112,7 +112,7 @@ def export_folder(vault: "Vault", target: "str | os.PathLike[str]", *, force: bo
                                                      "to write into it (files of the same name are replaced).")
     plan: list[tuple["Memory", str]] = []
     taken: dict[str, set[str]] = {}
-    for memory in sorted(vault.list(status=None), key=lambda m: m.path):
+    for memory in sorted(services.reader.list(status=None), key=lambda m: m.path):
         tier = memory.path.split("/", 1)[0]
         stem = memory.filename[:-3] if memory.filename.endswith(".md") else memory.filename
         plan.append((memory, f"{tier}/{_unique(stem, taken.setdefault(tier, set()))}.md"))
@@ -125,7 +125,7 @@ def export_folder(vault: "Vault", target: "str | os.PathLike[str]", *, force: bo
     root.mkdir(parents=True, exist_ok=True)
     report = FolderExport(str(root))
     for memory, rel in plan:
-        data = safefs.read_or_none(vault.root, memory.path)
+        data = safefs.read_or_none(services.store.root, memory.path)
         if data is None:
             continue  # removed while the export ran
         safefs.write_bytes(root, rel, data)

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..store import safefs
+from .. import safefs
 from ..errors import GitmemError, InvalidInput, NotFound
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part, slugify
 

@@ -37,7 +37,7 @@ from ..memory.schema import clean_metadata, new_id, ordered
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Identity
     from ..memory.schema import Memory
-    from ..vault import Vault
+    from ..services import Services
 
 __all__ = ["ImportEntry", "ImportReport", "run_import", "convert_links", "ACTIONS"]
 
@@ -120,7 +120,7 @@ def convert_links(body: str, stems: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def run_import(vault: "Vault", fmt: str, source: str | os.PathLike[str], *, dry_run: bool = False,
+def run_import(services: "Services", fmt: str, source: str | os.PathLike[str], *, dry_run: bool = False,
                tier: str | None = None, author: "str | Identity | None" = None, force: bool = False,
                progress: Callable[[int, int], None] | None = None) -> ImportReport:
     """Import ``source`` in format ``fmt`` into ``vault`` (see the module doc).
@@ -136,20 +136,20 @@ def run_import(vault: "Vault", fmt: str, source: str | os.PathLike[str], *, dry_
     spec = FORMATS.get(fmt)
     if spec is None:
         raise InvalidInput(f"unknown import format {fmt!r}", hint=f"Formats: {', '.join(FORMATS)}.")
-    tiers = tuple(vault.config.tiers)
+    tiers = tuple(services.store.config.tiers)
     if tier is not None and tier not in tiers:
         raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(tiers)}")
     path = Path(os.path.abspath(Path(source).expanduser()))
     if not path.exists():
         raise NotFound(f"import source {path} does not exist")
-    if any(form == vault.root or vault.root in form.parents for form in (path, Path(os.path.realpath(path)))):
+    if any(form == services.store.root or services.store.root in form.parents for form in (path, Path(os.path.realpath(path)))):
         raise InvalidInput(f"{path} is inside the vault; import from a folder or file outside it")
     items = spec.read(path, tiers)
-    who = author if isinstance(author, Identity) else Identity.parse(author) if author else vault.author
+    who = author if isinstance(author, Identity) else Identity.parse(author) if author else services.store.author
     report = ImportReport(fmt, str(path), dry_run)
     default_tier = tier or (spec.default_tier if spec.default_tier in tiers else tiers[0])
-    with vault.lock.hold():
-        batch = _Batch(vault, who, force, spec.links)
+    with services.store.lock.hold():
+        batch = _Batch(services, who, force, spec.links)
         batch.place(items, default_tier, tier is not None)
         for done, placed in enumerate(batch.placed, 1):
             batch.prepare(*placed)
@@ -160,7 +160,7 @@ def run_import(vault: "Vault", fmt: str, source: str | os.PathLike[str], *, dry_
         if batch.changes and not dry_run:
             counts = report.counts()
             subject = f"import {fmt}: {counts['created']} created, {counts['updated']} updated from {path.name}"
-            report.commit = vault.commit_batch(batch.changes, subject, "import", batch.touched, author=who,
+            report.commit = services.pipeline.commit(batch.changes, subject, "import", batch.touched, author=who,
                                                forced=batch.forced).sha
     return report
 
@@ -168,8 +168,8 @@ def run_import(vault: "Vault", fmt: str, source: str | os.PathLike[str], *, dry_
 class _Batch:
     """The work of one import under the vault lock: placing, rendering, checking."""
 
-    def __init__(self, vault: "Vault", who: "Identity", force: bool, links: bool) -> None:
-        self.vault, self.who, self.force, self.links = vault, who, force, links
+    def __init__(self, services: "Services", who: "Identity", force: bool, links: bool) -> None:
+        self.services, self.who, self.force, self.links = services, who, force, links
         self.results: dict[str, ImportEntry] = {}
         self.order: list[str] = []
         self.placed: list[tuple[ImportItem, "Memory | None", str, str]] = []
@@ -192,7 +192,7 @@ class _Batch:
     def place(self, items: list[ImportItem], default_tier: str, tier_given: bool) -> None:
         """Find each item's memory from an earlier import, or give it an id and a path."""
         existing: dict[str, "Memory"] = {}
-        for memory in sorted(self.vault.list(status=None), key=lambda m: m.path):
+        for memory in sorted(self.services.reader.list(status=None), key=lambda m: m.path):
             key = memory.meta.get("source")
             if isinstance(key, str):
                 existing.setdefault(key, memory)
@@ -208,7 +208,7 @@ class _Batch:
                 mid, path = old.id, old.path
             else:
                 mid = self._new_id(item.source)
-                where = default_tier if tier_given or item.tier not in self.vault.config.tiers else item.tier
+                where = default_tier if tier_given or item.tier not in self.services.store.config.tiers else item.tier
                 path = memory_relpath(str(where), mid, self._free_stem(item.title, mid, taken))
             self._done(item, "unchanged", path, mid)  # until prepare() says otherwise
             self.placed.append((item, old, mid, path))
@@ -220,12 +220,12 @@ class _Batch:
 
     def _new_id(self, key: str) -> str:
         mid = str(uuid.uuid5(_IMPORT_NAMESPACE, key))
-        return new_id() if self.vault.catalog.by_id(mid) else mid
+        return new_id() if self.services.store.catalog.by_id(mid) else mid
 
     def _free_stem(self, title: str, mid: str, taken: set[str]) -> str:
         base = slugify(title) or f"memory-{mid[:8]}"
         stem, n = base, 2
-        while stem.casefold() in taken or self.vault.catalog.stem_taken(stem):
+        while stem.casefold() in taken or self.services.store.catalog.stem_taken(stem):
             stem, n = f"{base}-{n}", n + 1
         taken.add(stem.casefold())
         return stem
@@ -238,26 +238,26 @@ class _Batch:
             self._done(item, "skipped", path if old else None, mid if old else None, exc.message)
 
     def _prepare(self, item: ImportItem, old: "Memory | None", mid: str, path: str) -> None:
-        vault = self.vault
+        services = self.services
         body = convert_links(item.body, self.stems) if self.links else item.body
         related = [{"id": self.ids[key], "relation": rel} for key, rel in item.related if key in self.ids]
         owned: dict[str, Any] = {**item.meta, "title": item.title, "type": item.type, "summary": item.summary,
                                  "source": item.source}
         if old is None:
-            now = vault.now()
+            now = services.store.now()
             created = item.created or now
             meta = {"id": mid, "title": item.title, "type": item.type, "tier": path.split("/", 1)[0],
                     "status": "active", "tags": item.tags, "created": created,
                     "updated": item.updated or created, "agent": self.who.name, "entities": item.entities,
                     "related": related, **owned}
             meta = ordered(clean_metadata({k: v for k, v in meta.items() if v is not None},
-                                          tiers=vault.config.tiers))
-            self._change(item, FileChange(path, vault.render_memory(meta, body)), mid, path, "created")
+                                          tiers=services.store.config.tiers))
+            self._change(item, FileChange(path, services.pipeline.render(meta, body)), mid, path, "created")
             return
         if old.status == "deleted":
             self._done(item, "unchanged", path, mid, "deleted in the vault (restore it to import it again)")
             return
-        current = vault.get(path)
+        current = services.reader.get(path)
         if current.problems:
             raise InvalidInput(f"{path} cannot be updated: {'; '.join(current.problems)}")
         meta = dict(current.meta)
@@ -269,22 +269,22 @@ class _Batch:
             meta[key] = list(dict.fromkeys([*current.meta.get(key, []), *new]))
         kept = [r for r in current.meta.get("related", []) if isinstance(r, dict)]
         meta["related"] = list({(r["id"], r["relation"]): r for r in [*kept, *related]}.values())
-        meta = ordered(clean_metadata(meta, tiers=vault.config.tiers))
+        meta = ordered(clean_metadata(meta, tiers=services.store.config.tiers))
 
         def compared(fields: Mapping[str, Any]) -> dict[str, Any]:
             return {k: v for k, v in fields.items() if k not in _UNCOMPARED}
         if compared(meta) == compared(current.meta) and body == current.body:
             return  # what the vault holds already: nothing to write
         content = body != current.body or any(meta.get(k) != current.meta.get(k) for k in ("title", "type"))
-        protected = current.type in vault.config.protected_types and current.status == "active"
+        protected = current.type in services.store.config.protected_types and current.status == "active"
         if protected and content and not self.force:
             self._done(item, "skipped", path, mid, f"the source changed, but {current.title!r} is a protected "
                        f"{current.type}; import with --force (force=True) to update it")
             return
         self.forced = self.forced or (protected and content)
         newer = item.updated if item.updated and item.updated > str(current.meta.get("updated", "")) else None
-        meta["updated"] = newer or vault.now()
-        self._change(item, FileChange(path, vault.render_memory(meta, body)), mid, path, "updated")
+        meta["updated"] = newer or services.store.now()
+        self._change(item, FileChange(path, services.pipeline.render(meta, body)), mid, path, "updated")
 
     def _change(self, item: ImportItem, change: FileChange, mid: str, path: str, action: str) -> None:
         self.changes.append(change)
@@ -293,10 +293,10 @@ class _Batch:
 
     def check(self) -> None:
         """Run the vault's write checks on the whole batch; drop (and report) what they refuse."""
-        checks = self.vault.git.checks
+        checks = self.services.store.git.checks
         if checks is None or not self.changes:
             return
-        refused = checks.refusals(self.vault.git, self.changes, "agent", self.vault.git.head())
+        refused = checks.refusals(self.services.store.git, self.changes, "agent", self.services.store.git.head())
         if not refused:
             return
         by_path = {entry.path: key for key, entry in self.results.items() if entry.path}

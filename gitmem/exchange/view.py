@@ -10,7 +10,7 @@ every fetch and every script but the page's own, so it works opened from
 How the history is read, once for the whole vault (:class:`HistoryWalk`; never
 ``history(ref)`` memory by memory):
 
-* the catalog's touches (:meth:`HistoryMixin.touch_log`) say which memories each
+* the catalog's touches (:meth:`History.touch_log`) say which memories each
   commit touched and how;
 * one tree comparison per commit (:func:`changed_files`, each tree object parsed
   once) gives the blob of each touched version (and the paths the pure-rename
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dulwich.objects import Commit
 
     from ..store.catalog import Touch
-    from ..vault import Vault
+    from ..services import Services
 
 __all__ = ["ViewData", "ViewCommit", "ViewMemory", "ViewReport", "HistoryWalk", "gather", "changed_files",
            "version_texts", "version_chains", "edit_script", "page_chunks", "render_view", "write_view",
@@ -139,31 +139,31 @@ def _author_of(raw: bytes) -> tuple[str, str]:
     return (name.strip() or text, email.rstrip(">") if sep else "")
 
 
-def gather(vault: "Vault") -> ViewData:
+def gather(services: "Services") -> ViewData:
     """Read the vault's memories and its whole history (see the module doc for how)."""
-    vault.scan()
-    walk = HistoryWalk(vault, vault.touch_log())  # touch_log catches up with outside commits first
-    head = vault.git.head()
+    services.reader.scan()
+    walk = HistoryWalk(services, services.history.touch_log())  # touch_log catches up with outside commits first
+    head = services.store.git.head()
     if head is not None:
         # Oldest first: reversed topological order puts every parent before its children.
-        for entry in reversed(list(vault.git.repo.get_walker(include=[head], order="topo"))):
+        for entry in reversed(list(services.store.git.repo.get_walker(include=[head], order="topo"))):
             walk.read(entry.commit)
     memories, commits = walk.finish()
-    return ViewData(vault.root.name, head.decode() if head else None, vault.now(), list(vault.config.tiers),
+    return ViewData(services.store.root.name, head.decode() if head else None, services.store.now(), list(services.store.config.tiers),
                     list(walk.authors), commits, memories)
 
 
 class HistoryWalk:
     """One pass over the vault's history, oldest commit first (:meth:`read` each)."""
 
-    def __init__(self, vault: "Vault", touches: list[tuple[str, Touch]]) -> None:
-        self.vault = vault
+    def __init__(self, services: "Services", touches: list[tuple[str, Touch]]) -> None:
+        self.services = services
         self.recorded: dict[str, list[tuple[str, str | None, str]]] = {}
         for memory_id, touch in touches:
             self.recorded.setdefault(touch.commit, []).append((memory_id, touch.path, touch.op))
         self.memories: list[ViewMemory] = []
         self.index: dict[str, int] = {}
-        for row in vault.catalog.all_rows():
+        for row in services.store.catalog.all_rows():
             if row.id not in self.index:  # two files with one id (a conflict copy): the first is shown
                 self.index[row.id] = len(self.memories)
                 self.memories.append(ViewMemory(row.id, row.meta, row.path))
@@ -175,7 +175,7 @@ class HistoryWalk:
         self.id_paths: dict[str, str] = {}
         self.trees: dict[bytes, bytes] = {}  # commit -> its tree: the parent's side of each comparison
         self.cache: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
-        self.tiers = {t.encode("utf-8") for t in vault.config.tiers}
+        self.tiers = {t.encode("utf-8") for t in services.store.config.tiers}
 
     def read(self, commit: Commit) -> None:
         """Add one commit (its parents were read before it)."""
@@ -184,8 +184,8 @@ class HistoryWalk:
         self.trees[commit.id] = commit.tree
         parent = None
         if commit.parents:
-            parent = self.trees.get(commit.parents[0]) or self.vault.git.tree_of(commit.parents[0])
-        store = self.vault.git.repo.object_store
+            parent = self.trees.get(commit.parents[0]) or self.services.store.git.tree_of(commit.parents[0])
+        store = self.services.store.git.repo.object_store
         changes = list(changed_files(store, parent, commit.tree, self.cache, self.tiers))
         blobs = {path: new for path, _, new in changes if new is not None}
         entry = ViewCommit(commit.id.decode(), commit.author_time,
@@ -194,7 +194,7 @@ class HistoryWalk:
         done = self.recorded.get(entry.sha, [])
         for memory_id, path, op in done:
             at = self._memory(memory_id)
-            blob = None if path is None else blobs.get(path) or self.vault.git.blob_sha_at(commit.id, path)
+            blob = None if path is None else blobs.get(path) or self.services.store.git.blob_sha_at(commit.id, path)
             self.memories[at].versions.append((number, op, path, blob))
             entry.touches.append((at, op))
             self._follow(memory_id, path)
@@ -211,7 +211,7 @@ class HistoryWalk:
         """The memories (recent activity first) and the commits (oldest first)."""
         for memory in self.memories:
             if memory.gone:
-                memory.meta = _last_meta(self.vault, memory)
+                memory.meta = _last_meta(self.services, memory)
         # Memories not committed yet (no versions) lead.  The commits' touches name
         # memories by position, so they follow the new order.
         last = len(self.commits)
@@ -247,7 +247,7 @@ class HistoryWalk:
         if not gone:
             return []
         return [(gone[new], path) for path, old, new in changes
-                if old is None and new in gone and self.vault.is_memory_path(path)]
+                if old is None and new in gone and self.services.store.is_memory_path(path)]
 
 
 def changed_files(store: Any, old: bytes | None, new: bytes | None,
@@ -290,11 +290,11 @@ def _entries(store: Any, sha: bytes | None, cache: dict[bytes, dict[bytes, tuple
     return found
 
 
-def _last_meta(vault: "Vault", memory: ViewMemory) -> dict[str, Any]:
+def _last_meta(services: "Services", memory: ViewMemory) -> dict[str, Any]:
     """Frontmatter of the last version a removed memory had (title, type, tags ...)."""
     for _, _, path, blob in reversed(memory.versions):
         if blob is not None and path is not None:
-            meta = dict(parse_text(_text(vault.git.blob(blob))).meta)
+            meta = dict(parse_text(_text(services.store.git.blob(blob))).meta)
             meta.setdefault("title", path.rsplit("/", 1)[-1].removesuffix(".md"))
             meta["tier"] = path.split("/", 1)[0]
             return meta
@@ -310,7 +310,7 @@ def _text(data: bytes) -> str:
     return text
 
 
-def version_texts(vault: "Vault", data: ViewData) -> Iterator[list[str | None]]:
+def version_texts(services: "Services", data: ViewData) -> Iterator[list[str | None]]:
     """Per memory (in ``data.memories`` order), the text of each version (None: removed)."""
     for memory in data.memories:
         texts: list[str | None] = []
@@ -320,12 +320,12 @@ def version_texts(vault: "Vault", data: ViewData) -> Iterator[list[str | None]]:
                 texts.append(None)
                 continue
             if blob not in cache:
-                cache[blob] = _text(vault.git.blob(blob))
+                cache[blob] = _text(services.store.git.blob(blob))
             texts.append(cache[blob])
         yield texts
 
 
-def version_chains(vault: "Vault", data: ViewData) -> Iterator[list[Any]]:
+def version_chains(services: "Services", data: ViewData) -> Iterator[list[Any]]:
     """Per memory, its versions as the page embeds them: the first text whole, each
     later one as an edit script of the version before it with text (whole again when
     the script is not much smaller), None when removed.
@@ -334,7 +334,7 @@ def version_chains(vault: "Vault", data: ViewData) -> Iterator[list[Any]]:
     positive n keeps the next n lines, a negative n skips n lines, a list of strings
     inserts those lines.  The page rebuilds each text from it and diffs two texts
     itself, so the script only has to be exact, not minimal."""
-    for texts in version_texts(vault, data):
+    for texts in version_texts(services, data):
         chain: list[Any] = []
         before: list[str] | None = None
         for text in texts:
@@ -397,7 +397,7 @@ def _asset(name: str) -> str:
                            hint="Reinstall gitmem (pip install --force-reinstall gitmem-vault).") from None
 
 
-def page_chunks(vault: "Vault", data: ViewData) -> Iterator[str]:
+def page_chunks(services: "Services", data: ViewData) -> Iterator[str]:
     """The page as pieces of text, in order: versions are read and written one memory
     at a time, so memory use stays flat however long the history is."""
     template, style, script = _asset("view_page.html"), _asset("view_page.css"), _asset("view_page.js")
@@ -416,7 +416,7 @@ def page_chunks(vault: "Vault", data: ViewData) -> Iterator[str]:
             yield script
         elif piece == "{{versions}}":
             yield "["
-            for n, chain in enumerate(version_chains(vault, data)):
+            for n, chain in enumerate(version_chains(services, data)):
                 yield ("," if n else "") + to_json(chain)
             yield "]"
         else:
@@ -428,25 +428,25 @@ def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
 
 
-def render_view(vault: "Vault") -> str:
+def render_view(services: "Services") -> str:
     """The whole page as one string (:func:`write_view` streams it to a file instead)."""
     out = io.StringIO()
-    for chunk in page_chunks(vault, gather(vault)):
+    for chunk in page_chunks(services, gather(services)):
         out.write(chunk)
     return out.getvalue()
 
 
-def write_view(vault: "Vault", path: str | os.PathLike[str] | None = None) -> ViewReport:
+def write_view(services: "Services", path: str | os.PathLike[str] | None = None) -> ViewReport:
     """Write the page to ``path`` (replaced atomically: a browser never reads half a page).
 
     The default, ``.git/gitmem/view.html``, keeps it out of the vault's tracked files (a
     page in the work tree would show in ``git status`` and could be committed)."""
     start = time.perf_counter()
-    target = Path(path).expanduser().absolute() if path is not None else vault.state_dir / DEFAULT_PAGE
+    target = Path(path).expanduser().absolute() if path is not None else services.store.state_dir / DEFAULT_PAGE
     if not target.parent.is_dir():
         raise NotFound(f"cannot write {target}: the folder {target.parent} does not exist",
                        hint="Create the folder first, or choose another file.")
-    data = gather(vault)
+    data = gather(services)
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
@@ -454,7 +454,7 @@ def write_view(vault: "Vault", path: str | os.PathLike[str] | None = None) -> Vi
     size = 0
     try:
         with os.fdopen(fd, "wb") as out:
-            for chunk in page_chunks(vault, data):
+            for chunk in page_chunks(services, data):
                 blob = chunk.encode("utf-8", "replace")
                 size += len(blob)
                 out.write(blob)

@@ -11,21 +11,19 @@ Files a person puts anywhere under a tier folder are memories too.
 Every path that comes from outside (CLI, agent tools) goes through
 :func:`check_relpath`, which refuses traversal in all its spellings, absolute
 paths, ``~``, control characters, Windows-reserved names, and gitmem's private
-or tool folders; the path gate (:mod:`gitmem.store.safefs`) then refuses any
+or tool folders; the path gate (:mod:`gitmem.safefs`) then refuses any
 symbolic link on the way when the path is used.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
-from pathlib import Path
 from typing import Sequence
 from urllib.parse import unquote
 
 from ..errors import InvalidPath
-from ..store.safefs import check_component
+from ..safefs import check_component
 
 __all__ = ["slugify", "check_relpath", "memory_relpath", "WINDOWS_RESERVED",
            "MAX_SLUG_CHARS", "is_hidden_part", "is_memory_path", "MEMORY_MD"]

@@ -41,7 +41,7 @@ MEMORY_TYPES: tuple[str, ...] = (
     "episodic", "semantic", "procedural", "prospective",
     "fact", "skill", "preference", "constraint", "task", "correction",
 )
-#: ``conflict``: a copy a sync made when both sides changed a memory differently (see treemerge).
+#: ``conflict``: a copy a sync made when both sides changed a memory differently (see gitmem.write.merge).
 STATUSES: tuple[str, ...] = ("active", "superseded", "archived", "deleted", "conflict")
 SCOPES: tuple[str, ...] = ("thread", "user", "persona", "organization")
 RELATIONS: tuple[str, ...] = ("derived_from", "contradicts", "refines", "part_of", "supersedes")

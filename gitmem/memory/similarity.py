@@ -30,9 +30,10 @@ import re
 import zlib
 from bisect import bisect_left
 from collections import Counter
+from typing import Mapping
 
 __all__ = ["words", "normalize", "content_key", "sketch", "bands", "similarity", "differences",
-           "SKETCH_SIZE", "FACT_CHANGE_CAP"]
+           "SKETCH_SIZE", "FACT_CHANGE_CAP", "RENAME_SIMILARITY", "rename_pairs"]
 
 SKETCH_SIZE = 16
 _WORD = re.compile(r"[^\W_]+")
@@ -179,3 +180,50 @@ def similarity(a: str, b: str) -> float:
     if order < 1.0 or _numbers(ta) != _numbers(tb) or _negations(ta) != _negations(tb):
         score = min(score, FACT_CHANGE_CAP)
     return round(score, 4)
+
+
+# ---------------------------------------------------------------- renames
+#: How alike a removed and an added file must be to count as one renamed file (git's default).
+RENAME_SIMILARITY = 0.5
+#: Removed x added files compared at most in one commit (git's diff.renameLimit is similar).
+_RENAME_PAIRS_LIMIT = 250_000
+
+
+def _line_similarity(a: "Counter[bytes]", size_a: int, b: "Counter[bytes]", size_b: int) -> float:
+    """Bytes of the lines two files share / bytes of the larger one (like git's score)."""
+    if len(a) > len(b):
+        a, b = b, a
+    shared = sum(min(n, b[line]) * len(line) for line, n in a.items() if line in b)
+    return shared / max(size_a, size_b, 1)
+
+
+def rename_pairs(removed: Mapping[str, bytes], added: Mapping[str, bytes]) -> list[tuple[str, str]]:
+    """(old path, new path) of the removed files an added file renames, as git finds
+    them: identical content first, then the most similar pairs with at least
+    :data:`RENAME_SIMILARITY` of their lines alike.  Empty files are never paired."""
+    olds = {p: d for p, d in removed.items() if d}
+    news = {p: d for p, d in added.items() if d}
+    pairs: list[tuple[str, str]] = []
+    by_content: dict[bytes, list[str]] = {}
+    for path in sorted(olds):
+        by_content.setdefault(olds[path], []).append(path)
+    for path in sorted(news):
+        same = by_content.get(news[path])
+        if same:
+            pairs.append((same.pop(0), path))
+    done_old, done_new = {p for p, _ in pairs}, {p for _, p in pairs}
+    rest_old = sorted(p for p in olds if p not in done_old)
+    rest_new = sorted(p for p in news if p not in done_new)
+    if not rest_old or not rest_new or len(rest_old) * len(rest_new) > _RENAME_PAIRS_LIMIT:
+        return pairs
+    lines = {p: (Counter(d.splitlines(keepends=True)), len(d)) for p, d in
+             [*((p, olds[p]) for p in rest_old), *((p, news[p]) for p in rest_new)]}
+    scored = sorted(((-_line_similarity(*lines[o], *lines[n]), o, n) for o in rest_old for n in rest_new))
+    for score, old, new in scored:
+        if -score < RENAME_SIMILARITY:
+            break
+        if old not in done_old and new not in done_new:
+            pairs.append((old, new))
+            done_old.add(old)
+            done_new.add(new)
+    return pairs

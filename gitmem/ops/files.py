@@ -1,10 +1,10 @@
 """Plain files in the vault: exact-text reads and writes for file-shaped agent tools.
 
-Part of the :class:`~gitmem.vault.Vault` (a mixin).  The ``files`` profile's
+The ``files`` profile's
 ``memory_write(path, content)`` and Anthropic's memory tool (``/memories``)
 address memories as *files*: they write a file's exact text, rename and delete
 paths.  These methods do that, each write as one commit through
-:meth:`Vault._commit`, so history, the catalog and the search index stay in
+:meth:`WritePipeline.commit`, so history, the catalog and the search index stay in
 step.  Nothing here rewrites what it was given: a file with no frontmatter is a
 valid memory (its id comes from its path, its title from its first heading).
 
@@ -20,7 +20,7 @@ tier where durable knowledge lives):
 so a file an agent writes is exactly where it says, and memories gitmem keeps
 in other tiers are still visible under their tier folder.  Every path goes
 through :func:`gitmem.memory.paths.check_relpath` (traversal, absolute paths, ``~``,
-hidden folders, unportable names) and the path gate :mod:`gitmem.store.safefs`
+hidden folders, unportable names) and the path gate :mod:`gitmem.safefs`
 (symbolic links are never followed), and every write through the vault's
 write checks (:mod:`gitmem.write.checks`: secrets, size, names).
 """
@@ -31,7 +31,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..store import safefs
+from .. import safefs
 from ..errors import (Conflict, ContentTooLarge, InvalidContent, InvalidInput, InvalidPath, NotFound, Protected,
                      UnsafePath)
 from ..store.git import FileChange
@@ -41,9 +41,11 @@ from ..memory.secrets import policy_of as secrets_policy, redact_text
 if TYPE_CHECKING:  # pragma: no cover
     from ..store.catalog import FileRow
     from ..config import Identity
-    from ..vault import Vault
+    from ..store.reader import Reader
+    from ..store.storage import Storage
+    from ..write.pipeline import WritePipeline
 
-__all__ = ["RawFilesMixin", "FileWrite", "ViewFile"]
+__all__ = ["Files", "FileWrite", "ViewFile"]
 
 _KEEP = ".gitkeep"
 
@@ -70,11 +72,11 @@ class FileWrite:
 
 @dataclass(frozen=True)
 class ViewFile:
-    """One file of the *readable* file view (see :meth:`RawFilesMixin.readable_files`).
+    """One file of the *readable* file view (see :meth:`Files.readable_files`).
 
     ``path`` is where the file really is (vault-relative); ``view`` is how the
     readable view spells it (relative to the files tier, like
-    :meth:`RawFilesMixin.view_path`); ``title`` and ``status`` are the memory's
+    :meth:`Files.view_path`); ``title`` and ``status`` are the memory's
     (None for a file that is not a memory, e.g. ``notes.txt``).
     """
 
@@ -84,19 +86,24 @@ class ViewFile:
     status: str | None = None
 
 
-class RawFilesMixin:
-    """Exact-text file methods of the Vault (see the module doc for the file view)."""
+class Files:
+    """Exact-text file reads and writes (see the module doc for the file view)."""
+
+    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline") -> None:
+        self.store = store
+        self.reader = reader
+        self.pipeline = pipeline
 
     # ------------------------------------------------------------ the view
     @property
-    def files_tier(self: "Vault") -> str:
+    def files_tier(self) -> str:
         """The tier that is the root of the file view (``files_tier`` in .gitmem.yaml)."""
-        chosen = self.config.extra.get("files_tier")
-        if isinstance(chosen, str) and chosen in self.config.live_tiers:
+        chosen = self.store.config.extra.get("files_tier")
+        if isinstance(chosen, str) and chosen in self.store.config.live_tiers:
             return chosen
-        return "long_term" if "long_term" in self.config.live_tiers else self.config.live_tiers[-1]
+        return "long_term" if "long_term" in self.store.config.live_tiers else self.store.config.live_tiers[-1]
 
-    def file_path(self: "Vault", path: str) -> str:
+    def file_path(self, path: str) -> str:
         """The vault-relative path a file-view ``path`` names (validated, not required to exist).
 
         ``""`` or ``"."`` names the view's root, the files tier folder.
@@ -104,11 +111,11 @@ class RawFilesMixin:
         if isinstance(path, str) and path.strip().strip("/") in ("", "."):
             return self.files_tier
         rel = check_relpath(path)
-        if rel.split("/", 1)[0] in self.config.tiers:
+        if rel.split("/", 1)[0] in self.store.config.tiers:
             return rel
         return f"{self.files_tier}/{rel}"
 
-    def view_path(self: "Vault", relpath: str) -> str:
+    def view_path(self, relpath: str) -> str:
         """The file-view spelling of a vault-relative path (inverse of :meth:`file_path`)."""
         prefix = self.files_tier + "/"
         return relpath[len(prefix):] if relpath.startswith(prefix) else relpath
@@ -120,25 +127,25 @@ class RawFilesMixin:
     # the vault) and leaves deleted memories out; every other file keeps its own path.
     # A projected spelling is used only when it names nothing real and no other memory
     # would show there, so each readable path names exactly one file.
-    def _projection_spot(self: "Vault", path: str, memory_id: str) -> str | None:
+    def _projection_spot(self, path: str, memory_id: str) -> str | None:
         """``<tier>/<name>`` for a memory gitmem placed in its hash folders, else None."""
         parts = path.split("/")
-        if len(parts) != 4 or parts[0] not in self.config.tiers or not parts[3].endswith(".md"):
+        if len(parts) != 4 or parts[0] not in self.store.config.tiers or not parts[3].endswith(".md"):
             return None
         if memory_relpath(parts[0], memory_id, parts[3][:-3]) != path:
             return None
         return f"{parts[0]}/{parts[3]}"
 
-    def readable_files(self: "Vault", folder: str | None = None) -> list[ViewFile]:
+    def readable_files(self, folder: str | None = None) -> list[ViewFile]:
         """The files of the readable view under vault-relative ``folder`` (None or a
         tier folder: projected spellings; a deeper folder: the files' own paths), sorted
         by their readable spelling.  Deleted memories are left out.  Catches up with
         outside edits first (a scan)."""
-        self.scan()
-        rows = {row.path: row for row in self.catalog.all_rows()}
+        self.reader.scan()
+        rows = {row.path: row for row in self.store.catalog.all_rows()}
         rel = check_relpath(folder) if folder else None
         files = self.list_files(rel)
-        project = rel is None or rel in self.config.tiers
+        project = rel is None or rel in self.store.config.tiers
         visible: list[tuple[str, "FileRow | None"]] = []
         spots: dict[str, list[str]] = {}
         for path in files:
@@ -157,7 +164,7 @@ class RawFilesMixin:
                for path, row in visible]
         return sorted(out, key=lambda f: f.view)
 
-    def readable_path(self: "Vault", path: str) -> str:
+    def readable_path(self, path: str) -> str:
         """The vault-relative path a readable-view ``path`` names (inverse of the
         projection :meth:`readable_files` makes; validated, not required to exist).
 
@@ -167,31 +174,31 @@ class RawFilesMixin:
         """
         rel = self.file_path(path)
         parts = rel.split("/")
-        if len(parts) != 2 or parts[0] not in self.config.tiers or not rel.endswith(".md"):
+        if len(parts) != 2 or parts[0] not in self.store.config.tiers or not rel.endswith(".md"):
             return rel
         if self.file_kind(rel) is not None:
             return rel
-        self._ensure_scanned()
+        self.reader.ensure_scanned()
         for attempt in range(2):
-            rows = [row for row in self.catalog.by_stem(parts[1][:-3])
+            rows = [row for row in self.store.catalog.by_stem(parts[1][:-3])
                     if self._projection_spot(row.path, row.id) == rel and row.meta.get("status") != "deleted"]
-            if attempt or all(self._fresh_row(row) for row in rows):
+            if attempt or all(self.reader.fresh_row(row) for row in rows):
                 break
-            self.scan()  # a memory moved or changed outside gitmem: look again
+            self.reader.scan()  # a memory moved or changed outside gitmem: look again
         return rows[0].path if len(rows) == 1 else rel
 
-    def readable_view(self: "Vault", relpath: str) -> str:
+    def readable_view(self, relpath: str) -> str:
         """How the readable view spells the file at vault-relative ``relpath``: its
         projected ``<tier>/<slug>.md`` spelling when that names it, else :meth:`view_path`."""
         rel = check_relpath(relpath)
-        self._ensure_scanned()
-        row = self.catalog.row(rel)
+        self.reader.ensure_scanned()
+        row = self.store.catalog.row(rel)
         spot = self._projection_spot(rel, row.id) if row is not None else None
         if spot is not None and self.readable_path(self.view_path(spot)) == rel:
             return self.view_path(spot)
         return self.view_path(rel)
 
-    def memories_named(self: "Vault", name: str) -> list[str]:
+    def memories_named(self, name: str) -> list[str]:
         """Paths of every memory that is not deleted whose file name (with or without
         ``.md``), id, title (case-insensitive) or id prefix (4+ characters) is ``name``,
         sorted; the first kind of match that finds any wins.  Unlike
@@ -199,55 +206,55 @@ class RawFilesMixin:
         ref = name.strip() if isinstance(name, str) else ""
         if not ref:
             return []
-        self._ensure_scanned()
+        self.reader.ensure_scanned()
         rows: list["FileRow"] = []
         for attempt in range(2):
-            rows = self.catalog.by_id(ref)
+            rows = self.store.catalog.by_id(ref)
             if not rows and ref.endswith(".md"):
-                rows = self.catalog.by_stem(ref[:-3])
-            rows = rows or self.catalog.by_stem(ref) or self.catalog.by_title(ref)
+                rows = self.store.catalog.by_stem(ref[:-3])
+            rows = rows or self.store.catalog.by_stem(ref) or self.store.catalog.by_title(ref)
             if not rows and len(ref) >= 4 and all(c in "0123456789abcdef-" for c in ref.lower()):
-                rows = self.catalog.by_id_prefix(ref.lower())
-            if attempt or (rows and all(self._fresh_row(row) for row in rows)):
+                rows = self.store.catalog.by_id_prefix(ref.lower())
+            if attempt or (rows and all(self.reader.fresh_row(row) for row in rows)):
                 break
-            self.scan()  # unknown or changed: catch up with outside edits once
+            self.reader.scan()  # unknown or changed: catch up with outside edits once
         return sorted(row.path for row in rows if row.meta.get("status") != "deleted")
 
     # ------------------------------------------------------------ reading
-    def list_files(self: "Vault", folder: str | None = None) -> list[str]:
+    def list_files(self, folder: str | None = None) -> list[str]:
         """Every file under the tier folders (or under vault-relative ``folder``),
         as sorted vault-relative paths; hidden files and folders, and symbolic
         links (never followed), are left out."""
-        tops = [check_relpath(folder)] if folder else list(self.config.tiers)
+        tops = [check_relpath(folder)] if folder else list(self.store.config.tiers)
         found: list[str] = []
         for top in tops:
-            for rel, _ in safefs.walk_files(self.root, top, skip_dir=is_hidden_part):
+            for rel, _ in safefs.walk_files(self.store.root, top, skip_dir=is_hidden_part):
                 name = rel.rsplit("/", 1)[-1]
                 if not is_hidden_part(name) and name != _KEEP:
                     found.append(rel)
         return sorted(found)
 
-    def file_kind(self: "Vault", relpath: str) -> str | None:
+    def file_kind(self, relpath: str) -> str | None:
         """``"file"``, ``"folder"`` or None (absent) for vault-relative ``relpath``;
         a symbolic link on the way raises :class:`~gitmem.errors.UnsafePath`."""
-        st = safefs.lstat(self.root, check_relpath(relpath))
+        st = safefs.lstat(self.store.root, check_relpath(relpath))
         if st is None:
             return None
         if stat.S_ISLNK(st.st_mode):
             raise UnsafePath(f"{relpath} is a symbolic link; gitmem never follows links inside the vault")
         return "folder" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else None
 
-    def file_size(self: "Vault", relpath: str) -> int:
+    def file_size(self, relpath: str) -> int:
         """The size in bytes the file system reports for the file or folder at
         ``relpath`` (0 if absent or a link)."""
-        st = safefs.lstat(self.root, check_relpath(relpath))
+        st = safefs.lstat(self.store.root, check_relpath(relpath))
         return st.st_size if st is not None and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) else 0
 
-    def read_text(self: "Vault", relpath: str) -> str:
+    def read_text(self, relpath: str) -> str:
         """The exact text of the file at vault-relative ``relpath`` (never rewritten)."""
         rel = check_relpath(relpath)
         try:
-            data = safefs.read_bytes(self.root, rel)
+            data = safefs.read_bytes(self.store.root, rel)
         except IsADirectoryError:
             raise InvalidInput(f"{rel} is a folder, not a file") from None
         except (FileNotFoundError, NotADirectoryError):
@@ -257,65 +264,65 @@ class RawFilesMixin:
         text = data.decode("utf-8", "replace")
         return text[1:] if text.startswith("\ufeff") else text
 
-    def names_memory_md(self: "Vault", relpath: str) -> bool:
+    def names_memory_md(self, relpath: str) -> bool:
         """True for a vault-relative path naming ``MEMORY.md`` directly in a tier folder
         (any letter case): how agents spell the generated index, which no tool writes."""
         folder, _, name = relpath.rpartition("/")
-        return name.casefold() == MEMORY_MD.casefold() and folder in self.config.tiers
+        return name.casefold() == MEMORY_MD.casefold() and folder in self.store.config.tiers
 
-    def memory_md_text(self: "Vault") -> str | None:
+    def memory_md_text(self) -> str | None:
         """The text of the vault's ``MEMORY.md`` as it is on disk (None if absent or a link)."""
-        data = safefs.read_or_none(self.root, MEMORY_MD)
+        data = safefs.read_or_none(self.store.root, MEMORY_MD)
         return None if data is None else data.decode("utf-8", "replace")
 
     # ------------------------------------------------------------ writing
-    def _file_data(self: "Vault", text: Any) -> bytes:
+    def _file_data(self, text: Any) -> bytes:
         if not isinstance(text, str):
             raise InvalidContent(f"file content must be text, got {type(text).__name__}")
         if "\x00" in text:
             raise InvalidContent("file content contains NUL characters")
-        if secrets_policy(self.config) == "redact":
+        if secrets_policy(self.store.config) == "redact":
             text = redact_text(text)
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidContent("file content is not valid Unicode text (it holds a lone surrogate)") from None
-        if len(data) > self.config.max_content_bytes:
-            raise ContentTooLarge(f"file is {len(data):,} bytes; the limit is {self.config.max_content_bytes:,}")
+        if len(data) > self.store.config.max_content_bytes:
+            raise ContentTooLarge(f"file is {len(data):,} bytes; the limit is {self.store.config.max_content_bytes:,}")
         return data
 
-    def _new_name_free(self: "Vault", rel: str) -> None:
+    def _new_name_free(self, rel: str) -> None:
         """Refuse a new memory file whose name differs only by letter case from another
         memory's (``Notes.md`` beside ``notes.md``): on macOS and Windows they are one
         file, and a ``[[link]]`` cannot tell them apart.  The same name in another
         folder is allowed here: file tools address a tree of paths."""
-        if not self.is_memory_path(rel):
+        if not self.store.is_memory_path(rel):
             return
-        self._ensure_scanned()
+        self.reader.ensure_scanned()
         stem = rel.rsplit("/", 1)[-1][:-3]
-        for row in self.catalog.by_stem(stem):
+        for row in self.store.catalog.by_stem(stem):
             other = row.path.rsplit("/", 1)[-1][:-3]
             if other != stem:
                 raise Conflict(f"{row.path} already exists and its name differs from {rel} only by letter case",
                                hint="Pick another name, or update the existing file.")
 
-    def _guard_file(self: "Vault", rel: str, action: str) -> None:
+    def _guard_file(self, rel: str, action: str) -> None:
         """Refuse to change an active protected memory (goal, rule, ...) through a file tool."""
-        if not self.is_memory_path(rel):
+        if not self.store.is_memory_path(rel):
             return
-        memory = self._read_file(rel)
-        if self._protected(memory):
+        memory = self.reader.read_file(rel)
+        if self.pipeline.protected(memory):
             raise Protected(f"{rel} is a protected {memory.type} ({memory.title!r}); refusing to {action} it",
                             hint="Protected memories are changed by a person: gitmem edit/rm/mv --force.")
 
-    def _touch(self: "Vault", rel: str, data: bytes | None, op: str) -> list[tuple[str, str | None, str]]:
-        if not self.is_memory_path(rel):
+    def _touch(self, rel: str, data: bytes | None, op: str) -> list[tuple[str, str | None, str]]:
+        if not self.store.is_memory_path(rel):
             return []
         if data is None:
-            return [(self._read_file(rel).id, None, op)]
-        return [(self._read_file(rel, data).id, rel, op)]
+            return [(self.reader.read_file(rel).id, None, op)]
+        return [(self.reader.read_file(rel, data).id, rel, op)]
 
-    def write_text(self: "Vault", relpath: str, text: str, *, exists: bool | None = None,
+    def write_text(self, relpath: str, text: str, *, exists: bool | None = None,
                    if_match: str | None = None, author: "str | Identity | None" = None,
                    subject: str | None = None) -> FileWrite:
         """Write ``text`` exactly to vault-relative ``relpath`` as one commit.
@@ -329,10 +336,10 @@ class RawFilesMixin:
         file already has makes no commit.  An active protected memory is never
         overwritten.
         """
-        who = self._author(author)
+        who = self.store.author_of(author)
         rel = check_relpath(relpath)
-        if rel.split("/", 1)[0] not in self.config.tiers or "/" not in rel:
-            raise InvalidPath(f"{rel!r} is not inside a tier folder ({', '.join(self.config.tiers)})")
+        if rel.split("/", 1)[0] not in self.store.config.tiers or "/" not in rel:
+            raise InvalidPath(f"{rel!r} is not inside a tier folder ({', '.join(self.store.config.tiers)})")
         if rel.rsplit("/", 1)[-1] == _KEEP:
             raise InvalidPath(f"{rel!r} is reserved (it keeps an empty tier folder in git)")
         if self.names_memory_md(rel):
@@ -341,7 +348,7 @@ class RawFilesMixin:
                               hint="Write a topic file instead (e.g. 'preferences.md'); the index lists it "
                                    "after the write.")
         data = self._file_data(text)
-        with self.lock.hold():
+        with self.store.lock.hold():
             parts = rel.split("/")
             for depth in range(1, len(parts)):
                 folder = "/".join(parts[:depth])
@@ -359,21 +366,21 @@ class RawFilesMixin:
                 raise Conflict(f"{rel} changed since it was read", hint="Read it again and redo the edit.")
             if existed:
                 self._guard_file(rel, "overwrite")
-                current = safefs.read_bytes(self.root, rel)
-                self._bases[rel] = current  # what this write replaces (person_edits.py)
+                current = safefs.read_bytes(self.store.root, rel)
+                self.pipeline.bases[rel] = current  # what this write replaces (person_edits.py)
                 if current == data:
                     return FileWrite([rel], None, False, self._problems(rel, data))
             else:
                 self._new_name_free(rel)
             op = "update" if existed else "add"
-            done = self._commit([FileChange(rel, data)], subject or f"{'write' if existed else 'create'}: {rel}",
+            done = self.pipeline.commit([FileChange(rel, data)], subject or f"{'write' if existed else 'create'}: {rel}",
                                 op, self._touch(rel, data, op), author=who)
         return FileWrite([rel], done.sha, not existed, self._problems(rel, data))
 
-    def _problems(self: "Vault", rel: str, data: bytes) -> list[str]:
-        return list(self._read_file(rel, data).problems) if self.is_memory_path(rel) else []
+    def _problems(self, rel: str, data: bytes) -> list[str]:
+        return list(self.reader.read_file(rel, data).problems) if self.store.is_memory_path(rel) else []
 
-    def _files_at(self: "Vault", rel: str) -> list[str]:
+    def _files_at(self, rel: str) -> list[str]:
         """The file at ``rel``, or every file under the folder ``rel`` (none: NotFound)."""
         kind = self.file_kind(rel)
         if kind == "file":
@@ -384,48 +391,48 @@ class RawFilesMixin:
             return files + keep
         raise NotFound(f"no file or folder at {rel}")
 
-    def _tracked_under(self: "Vault", rel: str) -> list[str]:
-        return [p for p in self.git.list_tree(self.git.head()) if p.startswith(rel + "/")]
+    def _tracked_under(self, rel: str) -> list[str]:
+        return [p for p in self.store.git.list_tree(self.store.git.head()) if p.startswith(rel + "/")]
 
-    def remove_path(self: "Vault", relpath: str, *, author: "str | Identity | None" = None) -> FileWrite:
+    def remove_path(self, relpath: str, *, author: "str | Identity | None" = None) -> FileWrite:
         """Remove a file, or a folder with everything in it, as one commit.
 
         A tier folder itself cannot be removed.  Removed files stay in git
         history (``gitmem restore``).  Protected memories are refused.
         """
-        who = self._author(author)
+        who = self.store.author_of(author)
         rel = check_relpath(relpath)
-        if rel in self.config.tiers:
+        if rel in self.store.config.tiers:
             raise InvalidPath(f"{rel!r} is a tier folder; it cannot be removed")
-        if rel.split("/", 1)[0] not in self.config.tiers:
+        if rel.split("/", 1)[0] not in self.store.config.tiers:
             raise NotFound(f"no file or folder at {rel}")
-        with self.lock.hold():
+        with self.store.lock.hold():
             paths = self._files_at(rel)
             for path in paths:
                 self._guard_file(path, "delete")
             touched = [t for p in paths for t in self._touch(p, None, "delete")]
             subject = f"delete: {rel}" + (f" ({len(paths)} files)" if len(paths) > 1 else "")
-            done = self._commit([FileChange(p, None) for p in paths], subject, "delete", touched, author=who)
+            done = self.pipeline.commit([FileChange(p, None) for p in paths], subject, "delete", touched, author=who)
         return FileWrite(paths, done.sha)
 
-    def rename_path(self: "Vault", old: str, new: str, *, author: "str | Identity | None" = None) -> FileWrite:
+    def rename_path(self, old: str, new: str, *, author: "str | Identity | None" = None) -> FileWrite:
         """Rename (move) a file or folder as one commit of tracked renames.
 
         Never overwrites: the destination must not exist.  Protected memories
         are refused.  A file without an ``id`` in its frontmatter gets a new
         path-derived id (its history before the rename stays under the old one).
         """
-        who = self._author(author)
+        who = self.store.author_of(author)
         src, dst = check_relpath(old), check_relpath(new, what="new path")
         for rel in (src, dst):
-            if rel in self.config.tiers:
+            if rel in self.store.config.tiers:
                 raise InvalidPath(f"{rel!r} is a tier folder; it cannot be renamed")
-            if rel.split("/", 1)[0] not in self.config.tiers:
-                raise InvalidPath(f"{rel!r} is not inside a tier folder ({', '.join(self.config.tiers)})")
+            if rel.split("/", 1)[0] not in self.store.config.tiers:
+                raise InvalidPath(f"{rel!r} is not inside a tier folder ({', '.join(self.store.config.tiers)})")
         if dst == src or dst.startswith(src + "/"):
             raise InvalidPath(f"cannot move {src} into itself")
-        with self.lock.hold():
-            if safefs.lstat(self.root, dst) is not None:
+        with self.store.lock.hold():
+            if safefs.lstat(self.store.root, dst) is not None:
                 raise Conflict(f"{dst} already exists", hint="Pick a new name; rename never overwrites.")
             paths = [p for p in self._files_at(src) if not p.endswith("/" + _KEEP)]
             changes: list[FileChange] = []
@@ -435,9 +442,9 @@ class RawFilesMixin:
                 moved = dst + path[len(src):]
                 if moved.rsplit("/", 1)[-1].casefold() != path.rsplit("/", 1)[-1].casefold():
                     self._new_name_free(moved)
-                data = safefs.read_bytes(self.root, path)
-                self._bases[path] = data
+                data = safefs.read_bytes(self.store.root, path)
+                self.pipeline.bases[path] = data
                 changes += [FileChange(path, None), FileChange(moved, data, moved_from=path)]
                 touched += self._touch(moved, data, "move")
-            done = self._commit(changes, f"rename: {src} -> {dst}", "move", touched, author=who)
+            done = self.pipeline.commit(changes, f"rename: {src} -> {dst}", "move", touched, author=who)
         return FileWrite([dst + p[len(src):] for p in paths], done.sha)

@@ -1,6 +1,6 @@
 """Memory lifecycle: dedup on write, protected context, compress, archive, merge, links.
 
-Part of the :class:`~gitmem.vault.Vault` (a mixin).  Consolidation is where
+:class:`Lifecycle` does these, one commit each.  Consolidation is where
 memory systems lose data, so here every step is one commit a person can read,
 diff and revert: archiving and compressing are tracked renames into
 ``archive/`` (``git log --follow`` shows a file's whole life), merged and
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
 from ..store.catalog import FileRow, gist
 from ..config import Identity
 from ..errors import InvalidInput
-from ..store import safefs
+from .. import safefs
 from ..store.git import FileChange
 from ..memory.markdown import split_body
 from ..memory.paths import memory_relpath
@@ -27,9 +27,12 @@ from ..memory.similarity import content_key, differences, similarity, sketch
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.markdown import ParsedFile
-    from ..vault import Vault
+    from ..store.reader import Reader
+    from ..store.storage import Storage
+    from ..write.pipeline import WritePipeline
+    from .memories import Memories
 
-__all__ = ["LifecycleMixin", "WriteResult", "ProtectedContext", "CompressBatch", "MergeResult",
+__all__ = ["Lifecycle", "WriteResult", "ProtectedContext", "CompressBatch", "MergeResult",
            "Links", "extractive_summary", "title_from_content"]
 
 Summarizer = Callable[[str], str]
@@ -48,7 +51,7 @@ def title_from_content(content: str) -> str:
 
 @dataclass
 class WriteResult:
-    """What :meth:`LifecycleMixin.write` did: ``status`` is ``created``, ``skipped``
+    """What :meth:`Lifecycle.write` did: ``status`` is ``created``, ``skipped``
     (an identical or near-identical memory, or the same ``external_write_id``,
     already exists: no commit), ``superseded`` (created, and it supersedes the
     near-duplicate ``superseded``) or ``updated`` (an upsert by
@@ -191,11 +194,18 @@ def extractive_summary(memories: Sequence[Memory]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class LifecycleMixin:
-    """Lifecycle methods of the Vault."""
+class Lifecycle:
+    """Dedup on write, protected context, compress, archive, merge and links."""
+
+    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline",
+                 memories: "Memories") -> None:
+        self.store = store
+        self.reader = reader
+        self.pipeline = pipeline
+        self.memories = memories
 
     # ------------------------------------------------------------ writing
-    def write(self: "Vault", content: str, *, title: str | None = None, type: str | None = None,
+    def write(self, content: str, *, title: str | None = None, type: str | None = None,
               tier: str | None = None, tags: Sequence[str] | None = None, dedup: bool | str = False,
               external_write_id: str | None = None, upsert: bool = False,
               allow_protected: Collection[str] = (), default_type: str = "memory",
@@ -239,12 +249,12 @@ class LifecycleMixin:
         kind = type or default_type
         scope = fields.get("scope")
         allowed = frozenset(allow_protected)
-        with self.lock.hold():
-            self._ensure_scanned()
+        with self.store.lock.hold():
+            self.reader.ensure_scanned()
             if external_write_id:
-                rows = self.catalog.by_external_id(external_write_id.strip())
+                rows = self.store.catalog.by_external_id(external_write_id.strip())
                 if rows:
-                    current = self.get(rows[0].path)
+                    current = self.reader.get(rows[0].path)
                     if upsert:
                         return self._upsert(current, content, given_title, type, tags, fields,
                                             author, force or current.type in allowed)
@@ -253,26 +263,26 @@ class LifecycleMixin:
             supersede: list[str] = []
             best: tuple[float, FileRow, list[str]] | None = None
             if dedup:
-                same = self.catalog.by_content_key(content_key(content or title, kind, scope))
+                same = self.store.catalog.by_content_key(content_key(content or title, kind, scope))
                 if same:
-                    return WriteResult("skipped", self.get(same[0].path), duplicate_of=same[0].id,
+                    return WriteResult("skipped", self.reader.get(same[0].path), duplicate_of=same[0].id,
                                        similarity=1.0, reason="identical")
-                best = self._most_similar(content, title, kind, scope) if dedup is True else None
-                settings = self.config.lifecycle
+                best = self.most_similar(content, title, kind, scope) if dedup is True else None
+                settings = self.store.config.lifecycle
                 # A reordering, another number or a negation is a different fact: at most
                 # a supersede (the old text stays readable), never a silent skip.
                 if best and best[0] >= settings.skip_above and not best[2]:
-                    return WriteResult("skipped", self.get(best[1].path), duplicate_of=best[1].id,
+                    return WriteResult("skipped", self.reader.get(best[1].path), duplicate_of=best[1].id,
                                        similarity=best[0], reason="similar")
                 other_type = best[1].meta.get("type") if best else None
                 if (best and best[0] >= settings.supersede_above
-                        and (other_type not in self.config.protected_types or other_type in allowed)):
+                        and (other_type not in self.store.config.protected_types or other_type in allowed)):
                     supersede = [best[1].id]
             if supersede:
                 related = list(fields.pop("related", None) or [])
                 related.append({"id": supersede[0], "relation": "supersedes"})
                 fields["related"] = related
-            memory = self.add(title, content, type=kind, tier=tier, tags=tags, author=author,
+            memory = self.memories.add(title, content, type=kind, tier=tier, tags=tags, author=author,
                               force=force or self._may_supersede(fields, allowed),
                               external_write_id=external_write_id, **fields)
         if supersede:
@@ -280,7 +290,7 @@ class LifecycleMixin:
                                similarity=best[0] if best else None, reason="similar")
         return WriteResult("created", memory, similarity=best[0] if best else None)
 
-    def _may_supersede(self: "Vault", fields: dict[str, Any], allowed: frozenset[str]) -> bool:
+    def _may_supersede(self, fields: dict[str, Any], allowed: frozenset[str]) -> bool:
         """Whether every protected memory a new memory's fields supersede is of an ``allowed``
         type (then the add may touch them; otherwise :meth:`Vault.add` refuses as usual)."""
         if not allowed:
@@ -292,10 +302,10 @@ class LifecycleMixin:
         for ref in refs:
             if not isinstance(ref, str):
                 return False  # add() reports the bad reference
-            targets.append(self._current(ref)[0])
-        return bool(targets) and all(not self._protected(m) or m.type in allowed for m in targets)
+            targets.append(self.pipeline.current(ref)[0])
+        return bool(targets) and all(not self.pipeline.protected(m) or m.type in allowed for m in targets)
 
-    def _upsert(self: "Vault", current: Memory, content: str, title: str | None, type_: str | None,
+    def _upsert(self, current: Memory, content: str, title: str | None, type_: str | None,
                 tags: Sequence[str] | None, fields: dict[str, Any], author: str | Identity | None,
                 force: bool) -> WriteResult:
         """Bring the memory an external write id names up to date (``updated``), or
@@ -310,39 +320,39 @@ class LifecycleMixin:
             wanted["title"] = title
         if tags is not None:
             wanted["tags"] = list(tags)
-        wanted = ordered(clean_metadata(wanted, tiers=self.config.tiers))
+        wanted = ordered(clean_metadata(wanted, tiers=self.store.config.tiers))
         same_body = current.body.strip() == content.strip()
         if same_body and wanted == current.meta:
             return WriteResult("skipped", current, duplicate_of=current.id, reason="external_write_id")
-        memory = self.update(current.path, body=None if same_body else content, title=title, tags=tags,
+        memory = self.memories.update(current.path, body=None if same_body else content, title=title, tags=tags,
                              meta=meta or None, force=force, author=author)
         return WriteResult("updated", memory, duplicate_of=current.id, reason="external_write_id")
 
-    def _most_similar(self: "Vault", content: str, title: str, type_: str,
+    def most_similar(self, content: str, title: str, type_: str,
                       scope: str | None) -> tuple[float, FileRow, list[str]] | None:
         """The active memory of this type and scope most similar to ``content``: its score,
         its row and the :func:`~gitmem.memory.similarity.differences` between the two texts."""
         best: tuple[float, str, str] | None = None
-        for path, _ in self.catalog.similar_candidates(
+        for path, _ in self.store.catalog.similar_candidates(
                 sketch(f"{title}\n{content}"), type=type_, scope=scope,
-                exclude_tier=self.config.archive_tier):
-            data = safefs.read_or_none(self.root, path)
+                exclude_tier=self.store.config.archive_tier):
+            data = safefs.read_or_none(self.store.root, path)
             if data is None:
                 continue
             other = split_body(data.decode("utf-8", "replace"))
             score = similarity(content or title, other)
             if best is None or score > best[0]:
                 best = (score, path, other)
-        row = self.catalog.row(best[1]) if best else None
+        row = self.store.catalog.row(best[1]) if best else None
         return (best[0], row, differences(content or title, best[2])) if best and row else None
 
     # ---------------------------------------------------- protected context
-    def protected_context(self: "Vault") -> ProtectedContext:
+    def protected_context(self) -> ProtectedContext:
         """All active protected memories (rules and constraints, then goals, each by
         importance), as data and as one Markdown block to put in a prompt."""
-        self._ensure_scanned()
-        rows = self.catalog.of_types(self.config.protected_types, self.config.live_tiers)
-        memories = [self._read_file(row.path) for row, _ in rows]
+        self.reader.ensure_scanned()
+        rows = self.store.catalog.of_types(self.store.config.protected_types, self.store.config.live_tiers)
+        memories = [self.reader.read_file(row.path) for row, _ in rows]
         parts = ["# Protected context", ""]
         for kind in dict.fromkeys(m.type for m in memories):
             parts += [f"## {kind.capitalize()}s", ""]
@@ -354,14 +364,14 @@ class LifecycleMixin:
         return ProtectedContext(memories, "\n".join(parts).rstrip() + "\n")
 
     # -------------------------------------------------------- compression
-    def _next_tier(self: "Vault", tier: str) -> str:
-        live = self.config.live_tiers
+    def _next_tier(self, tier: str) -> str:
+        live = self.store.config.live_tiers
         if tier not in live:
             raise InvalidInput(f"cannot compress tier {tier!r}",
                                hint=f"Compress one of: {', '.join(live)}")
         return live[min(live.index(tier) + 1, len(live) - 1)]
 
-    def compress_tier(self: "Vault", tier: str, *, older_than_days: float | None = None,
+    def compress_tier(self, tier: str, *, older_than_days: float | None = None,
                       tag: str | None = None, type: str | None = None,
                       max_chars: int | None = None) -> CompressBatch:
         """The combined content of ``tier``'s active, unprotected memories (each with
@@ -380,21 +390,21 @@ class LifecycleMixin:
             if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) \
                     or older_than_days < 0:
                 raise InvalidInput("older_than_days must be a number >= 0")
-            cutoff = normalize_timestamp(self.clock() - timedelta(days=older_than_days))
-        self._ensure_scanned()
+            cutoff = normalize_timestamp(self.store.clock() - timedelta(days=older_than_days))
+        self.reader.ensure_scanned()
         parts: list[str] = []
         files: list[str] = []
         ids: list[str] = []
         size, truncated = 0, False
-        for row in self.catalog.in_tier(tier):
+        for row in self.store.catalog.in_tier(tier):
             meta = row.meta
             if (meta.get("status", "active") != "active" or row.problem
-                    or meta.get("type") in self.config.protected_types
+                    or meta.get("type") in self.store.config.protected_types
                     or (type and meta.get("type", "memory") != type)
                     or (tag and tag not in (meta.get("tags") or []))
                     or (cutoff and str(meta.get("updated") or meta.get("created") or "") > cutoff)):
                 continue
-            memory = self._read_file(row.path)
+            memory = self.reader.read_file(row.path)
             piece = (f"## {memory.title}\nid: {memory.id} | date: {_date(meta)} | file: {row.path}\n\n"
                      f"{memory.body.strip()}\n")
             if max_chars is not None and files and size + len(piece) > max_chars:
@@ -406,7 +416,7 @@ class LifecycleMixin:
             size += len(piece) + 5
         return CompressBatch(tier, target, "\n---\n\n".join(parts), files, ids, truncated)
 
-    def compress(self: "Vault", tier: str, summary: str | None = None, title: str | None = None,
+    def compress(self, tier: str, summary: str | None = None, title: str | None = None,
                  files: Sequence[str] | None = None, *, tags: Sequence[str] | None = None,
                  summarizer: Summarizer | None = None, force: bool = False,
                  author: str | Identity | None = None, **batch_filters: Any) -> Memory:
@@ -419,8 +429,8 @@ class LifecycleMixin:
         agent's LLM) or else :func:`extractive_summary`.
         """
         target = self._next_tier(tier)
-        who = self._author(author)
-        with self.lock.hold():
+        who = self.store.author_of(author)
+        with self.store.lock.hold():
             if files is None:
                 files = self.compress_tier(tier, **batch_filters).files
             sources = self._sources(files, force, "compress")
@@ -435,7 +445,7 @@ class LifecycleMixin:
                         raise InvalidInput("the summarizer returned no text")
                 else:
                     summary = extractive_summary([m for m, _ in sources])
-            title = title or f"{tier.replace('_', ' ').capitalize()} summary {self.now()[:10]}"
+            title = title or f"{tier.replace('_', ' ').capitalize()} summary {self.store.now()[:10]}"
             summary_id = new_id()
             tag_union = list(tags) if tags is not None else list(dict.fromkeys(
                 t for m, _ in sources for t in m.meta.get("tags", [])))
@@ -446,7 +456,7 @@ class LifecycleMixin:
                 {"archived_into": summary_id}, "compress",
                 f"compress: {len(sources)} {tier} memories -> {title}", who, force)[0]
 
-    def _sources(self: "Vault", refs: Iterable[str], force: bool, action: str
+    def _sources(self, refs: Iterable[str], force: bool, action: str
                  ) -> list[tuple[Memory, "ParsedFile"]]:
         """Resolve memories to consolidate: distinct, not archived, protected only with force."""
         out: dict[str, tuple[Memory, "ParsedFile"]] = {}
@@ -455,14 +465,14 @@ class LifecycleMixin:
         for ref in refs:
             if not isinstance(ref, str):
                 raise InvalidInput(f"memory reference {ref!r} is not text")
-            memory, parsed = self._current(ref)
-            if memory.tier == self.config.archive_tier:
+            memory, parsed = self.pipeline.current(ref)
+            if memory.tier == self.store.config.archive_tier:
                 raise InvalidInput(f"{memory.path} is already archived")
-            self._guard(memory, force, action)
+            self.pipeline.guard(memory, force, action)
             out.setdefault(memory.id, (memory, parsed))
         return list(out.values())
 
-    def _consolidate(self: "Vault", sources: list[tuple[Memory, "ParsedFile"]], new_id_: str,
+    def _consolidate(self, sources: list[tuple[Memory, "ParsedFile"]], new_id_: str,
                      title: str, body: str, tier: str, tags: list[str], importance: int,
                      related: list[dict[str, str]], source_meta: dict[str, Any], op: str,
                      subject: str, who: Identity, force: bool, *, repoint: bool = False,
@@ -475,11 +485,11 @@ class LifecycleMixin:
             sources, new_id_, title, body, tier, tags, importance, related, source_meta, who,
             repoint=repoint, **extra)
         listing = "\n".join(f"- {m.title} ({m.path})" for m, _ in sources)
-        done = self._commit(changes, subject, op, touched, author=who, body=f"Sources:\n{listing}",
-                            forced=force and any(self._protected(m) for m, _ in sources))
-        return self._written(done, rel), repointed
+        done = self.pipeline.commit(changes, subject, op, touched, author=who, body=f"Sources:\n{listing}",
+                            forced=force and any(self.pipeline.protected(m) for m, _ in sources))
+        return self.pipeline.written(done, rel), repointed
 
-    def _consolidation_changes(self: "Vault", sources: list[tuple[Memory, "ParsedFile"]],
+    def _consolidation_changes(self, sources: list[tuple[Memory, "ParsedFile"]],
                                new_id_: str, title: str, body: str, tier: str, tags: list[str],
                                importance: int, related: list[dict[str, str]],
                                source_meta: dict[str, Any], who: Identity, *,
@@ -490,16 +500,16 @@ class LifecycleMixin:
         """The file changes of :meth:`_consolidate` (also used by reflect, which puts
         several consolidations in one commit: ``reserved`` file stems and ``skip``
         ids already changed by the same commit)."""
-        now = self.now()
+        now = self.store.now()
         meta = {"id": new_id_, "title": title, "type": extra.pop("type", "memory"), "tier": tier,
                 "status": "active", "tags": tags, "created": now, "updated": now,
                 "importance": importance, "agent": who.name, "related": related, **extra}
-        meta = ordered(clean_metadata(meta, tiers=self.config.tiers))
+        meta = ordered(clean_metadata(meta, tiers=self.store.config.tiers))
         rel = self._placed(tier, new_id_, title, reserved)
-        changes = [FileChange(rel, self._render(meta, body))]
+        changes = [FileChange(rel, self.pipeline.render(meta, body))]
         touched: list[tuple[str, str | None, str]] = [(new_id_, rel, "add")]
         for memory, parsed in sources:
-            moved, new_path = self._move_changes(memory, parsed, self.config.archive_tier,
+            moved, new_path = self.memories.move_changes(memory, parsed, self.store.config.archive_tier,
                                                  {**source_meta, "updated": now})
             changes += moved
             touched.append((memory.id, new_path, "archive"))
@@ -513,54 +523,54 @@ class LifecycleMixin:
                 repointed.append(other.id)
         return changes, touched, rel, repointed
 
-    def _placed(self: "Vault", tier: str, memory_id: str, title: str,
+    def _placed(self, tier: str, memory_id: str, title: str,
                 reserved: set[str] | None = None) -> str:
         """A new memory's path; ``reserved`` stems (taken in the same commit) are avoided."""
-        stem, n = self._unique_stem(title, memory_id), 2
+        stem, n = self.memories.unique_stem(title, memory_id), 2
         while reserved is not None and stem.casefold() in reserved:
-            stem, n = self._unique_stem(f"{title} {n}", memory_id), n + 1
+            stem, n = self.memories.unique_stem(f"{title} {n}", memory_id), n + 1
         if reserved is not None:
             reserved.add(stem.casefold())
         return memory_relpath(tier, memory_id, stem)
 
     # ----------------------------------------------------------- archiving
-    def archive(self: "Vault", refs: Sequence[str], *, force: bool = False,
+    def archive(self, refs: Sequence[str], *, force: bool = False,
                 author: str | Identity | None = None) -> list[Memory]:
         """Move memories into the archive tier in one commit (tracked renames)."""
-        who = self._author(author)
-        with self.lock.hold():
+        who = self.store.author_of(author)
+        with self.store.lock.hold():
             sources = self._sources(refs, force, "archive")
             if not sources:
                 raise InvalidInput("no memories to archive")
             changes: list[FileChange] = []
             touched = []
-            now = self.now()
+            now = self.store.now()
             for memory, parsed in sources:
-                moved, new_path = self._move_changes(memory, parsed, self.config.archive_tier,
+                moved, new_path = self.memories.move_changes(memory, parsed, self.store.config.archive_tier,
                                                      {"updated": now})
                 changes += moved
                 touched.append((memory.id, new_path, "archive"))
             subject = (f"archive: {sources[0][0].title}" if len(sources) == 1
                        else f"archive: {len(sources)} memories")
             listing = "\n".join(f"- {m.title} ({m.path})" for m, _ in sources)
-            done = self._commit(changes, subject, "archive", touched, author=who, body=listing,
-                                forced=force and any(self._protected(m) for m, _ in sources))
-        return [self._written(done, path) for _, path, _ in touched]
+            done = self.pipeline.commit(changes, subject, "archive", touched, author=who, body=listing,
+                                forced=force and any(self.pipeline.protected(m) for m, _ in sources))
+        return [self.pipeline.written(done, path) for _, path, _ in touched]
 
-    def unarchive(self: "Vault", ref: str, *, tier: str | None = None,
+    def unarchive(self, ref: str, *, tier: str | None = None,
                   author: str | Identity | None = None) -> Memory:
         """Bring an archived memory back to the tier it came from (or ``tier``), active."""
-        memory = self.get(ref)
-        if memory.tier != self.config.archive_tier:
+        memory = self.reader.get(ref)
+        if memory.tier != self.store.config.archive_tier:
             raise InvalidInput(f"{memory.path} is not archived")
-        back = tier or str(memory.meta.get("archived_from") or self.config.tiers[0])
-        if back not in self.config.live_tiers:
-            back = self.config.tiers[0]
-        return self.move(memory.path, back, author=author, op="unarchive",
-                         extra_meta={"updated": self.now()})
+        back = tier or str(memory.meta.get("archived_from") or self.store.config.tiers[0])
+        if back not in self.store.config.live_tiers:
+            back = self.store.config.tiers[0]
+        return self.memories.move(memory.path, back, author=author, op="unarchive",
+                         extra_meta={"updated": self.store.now()})
 
     # --------------------------------------------------------------- merge
-    def merge(self: "Vault", refs: Sequence[str], content: str | None = None, *,
+    def merge(self, refs: Sequence[str], content: str | None = None, *,
               title: str | None = None, force: bool = False,
               author: str | Identity | None = None) -> MergeResult:
         """Merge memories into a new one (one commit).
@@ -571,25 +581,25 @@ class LifecycleMixin:
         ``merged_into``; every ``related`` link that pointed at a source now
         points at the merged memory.
         """
-        who = self._author(author)
+        who = self.store.author_of(author)
         if content is not None and not isinstance(content, str):
             raise InvalidInput("content must be text")
-        with self.lock.hold():
+        with self.store.lock.hold():
             sources = self._sources(refs, force, "merge")
             if len(sources) < 2:
                 raise InvalidInput("merge needs at least two different memories")
             mems = [m for m, _ in sources]
             body = content if content is not None else "\n\n".join(_merge_part(m) for m in mems) + "\n"
             title = title or mems[0].title
-            changes, touched, rel, repointed = self._merge_changes(sources, title, body, who)
+            changes, touched, rel, repointed = self.merge_changes(sources, title, body, who)
             listing = "\n".join(f"- {m.title} ({m.path})" for m in mems)
-            done = self._commit(changes, f"merge: {len(mems)} memories -> {title}", "merge", touched,
+            done = self.pipeline.commit(changes, f"merge: {len(mems)} memories -> {title}", "merge", touched,
                                 author=who, body=f"Sources:\n{listing}",
-                                forced=force and any(self._protected(m) for m in mems))
-            memory = self._written(done, rel)
+                                forced=force and any(self.pipeline.protected(m) for m in mems))
+            memory = self.pipeline.written(done, rel)
         return MergeResult(memory, [m.id for m in mems], repointed)
 
-    def _merge_changes(self: "Vault", sources: list[tuple[Memory, "ParsedFile"]], title: str,
+    def merge_changes(self, sources: list[tuple[Memory, "ParsedFile"]], title: str,
                        body: str, who: Identity, *, reserved: set[str] | None = None,
                        skip: set[str] | None = None
                        ) -> tuple[list[FileChange], list[tuple[str, str | None, str]], str, list[str]]:
@@ -607,22 +617,22 @@ class LifecycleMixin:
         if len(scopes) == 1:
             extra["scope"] = scopes.pop()
         return self._consolidation_changes(
-            sources, merged_id, title, body, max((m.tier for m in mems), key=self.config.live_tiers.index),
+            sources, merged_id, title, body, max((m.tier for m in mems), key=self.store.config.live_tiers.index),
             list(dict.fromkeys(t for m in mems for t in m.meta.get("tags", []))),
             max(int(m.meta.get("importance", 3)) for m in mems),
             [{"id": m.id, "relation": "derived_from"} for m in mems], {"merged_into": merged_id},
             who, repoint=True, reserved=reserved, skip=skip, **extra)
 
-    def _repoint_changes(self: "Vault", source_ids: set[str], merged_id: str,
+    def _repoint_changes(self, source_ids: set[str], merged_id: str,
                          skip: set[str]) -> list[tuple[Memory, FileChange]]:
         """Memories whose ``related`` names a source, rewritten to name ``merged_id``."""
         out: list[tuple[Memory, FileChange]] = []
         seen: set[str] = set()
-        for row, _, relation in self.catalog.linking_to(source_ids):
+        for row, _, relation in self.store.catalog.linking_to(source_ids):
             if relation == "wikilink" or row.path in seen or row.id in skip or row.problem:
                 continue
             seen.add(row.path)
-            memory, parsed = self._current(row.path)
+            memory, parsed = self.pipeline.current(row.path)
             related, changed = [], False
             for entry in memory.meta.get("related", []):
                 if isinstance(entry, dict) and entry.get("id") in source_ids:
@@ -631,30 +641,30 @@ class LifecycleMixin:
                 if entry not in related:
                     related.append(entry)
             if changed:
-                meta = ordered(dict(memory.meta, related=related, updated=self.now()))
+                meta = ordered(dict(memory.meta, related=related, updated=self.store.now()))
                 out.append((memory, FileChange(memory.path,
-                                               self._render(meta, memory.body, parsed.raw_blocks))))
+                                               self.pipeline.render(meta, memory.body, parsed.raw_blocks))))
         return out
 
     # --------------------------------------------------------------- links
-    def links(self: "Vault", ref: str) -> Links:
+    def links(self, ref: str) -> Links:
         """Outgoing links of a memory (``related`` with relation types, supersede and
         archive pointers, body ``[[wikilinks]]``) and its backlinks."""
         from ..memory.markdown import memory_links
-        memory = self.get(ref)
-        self._ensure_scanned()
+        memory = self.reader.get(ref)
+        self.reader.ensure_scanned()
         outgoing = []
         for target, relation in memory_links(memory.meta, memory.body):
-            # Resolved as Obsidian does: path links, any case, aliases (see ReadMixin._link_rows).
-            rows = self.catalog.by_id(target) if relation != "wikilink" else self._link_rows(target)
+            # Resolved as Obsidian does: path links, any case, aliases (see Reader.link_rows).
+            rows = self.store.catalog.by_id(target) if relation != "wikilink" else self.reader.link_rows(target)
             item = {"target": target, "relation": relation, "exists": bool(rows)}
             if rows:
                 item.update(_row_brief(rows[0]))
             outgoing.append(item)
-        names = _link_names(memory, self.config.tiers)
+        names = _link_names(memory, self.store.config.tiers)
         backlinks = []
         seen: set[tuple[str, str]] = set()
-        for row, _, relation in self.catalog.linking_to(names):
+        for row, _, relation in self.store.catalog.linking_to(names):
             if row.path != memory.path and (row.path, relation) not in seen:
                 seen.add((row.path, relation))
                 backlinks.append({**_row_brief(row), "relation": relation})

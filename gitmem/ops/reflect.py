@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..store import safefs
+from .. import safefs
 from ..config import Identity, LifecycleSettings
 from ..store.git import FileChange
 from ..memory.markdown import split_body
@@ -43,9 +43,13 @@ from ..memory.schema import MAX_RETRIEVALS, MetadataProblem, derive, iso_now, or
 from ..memory.similarity import similarity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..vault import Vault
+    from ..store.reader import Reader
+    from ..store.storage import Storage
+    from ..write.pipeline import WritePipeline
+    from .lifecycle import Lifecycle
+    from .memories import Memories
 
-__all__ = ["ReflectMixin", "ReflectPlan", "ReflectReport", "MemoryState", "plan_reflect",
+__all__ = ["Reflect", "ReflectPlan", "ReflectReport", "MemoryState", "plan_reflect",
            "effective_strength"]
 
 _RETRIEVAL_BOOST = 0.1
@@ -115,7 +119,7 @@ class ReflectPlan:
 
 @dataclass
 class ReflectReport:
-    """What :meth:`ReflectMixin.reflect` did (or, with ``dry_run``, would do)."""
+    """What :meth:`Reflect.reflect` did (or, with ``dry_run``, would do)."""
 
     pruned: int = 0
     merged: int = 0
@@ -233,22 +237,30 @@ def plan_reflect(states: Sequence[MemoryState], pairs: Iterable[tuple[str, str, 
     return plan
 
 
-class ReflectMixin:
-    """The reflect method of the Vault."""
+class Reflect:
+    """Consolidation of a vault: plan, then one commit."""
 
-    _reflect_guard = threading.Lock()
+    _reflect_guard = threading.Lock()   # one reflect at a time in this process
 
-    def reflect(self: "Vault", dry_run: bool = False, *,
+    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline",
+                 memories: "Memories", lifecycle: "Lifecycle") -> None:
+        self.store = store
+        self.reader = reader
+        self.pipeline = pipeline
+        self.memories = memories
+        self.lifecycle = lifecycle
+
+    def reflect(self, dry_run: bool = False, *,
                 author: str | Identity | None = None) -> ReflectReport:
         """Consolidate the vault (see :mod:`gitmem.ops.reflect`): one commit, or none when
         there is nothing to do or ``dry_run``.  A reflect started while another runs
         (in any process) returns at once with zero counts and ``busy=True``."""
         import filelock
         started = time.perf_counter()
-        if not ReflectMixin._reflect_guard.acquire(blocking=False):
+        if not Reflect._reflect_guard.acquire(blocking=False):
             return ReflectReport(busy=True, dry_run=dry_run)
         try:
-            cross = filelock.FileLock(str(Path(self.state_dir) / "reflect.lock"), timeout=0)
+            cross = filelock.FileLock(str(Path(self.store.state_dir) / "reflect.lock"), timeout=0)
             try:
                 cross.acquire()
             except filelock.Timeout:
@@ -258,53 +270,53 @@ class ReflectMixin:
             finally:
                 cross.release()
         finally:
-            ReflectMixin._reflect_guard.release()
+            Reflect._reflect_guard.release()
 
-    def _reflect(self: "Vault", dry_run: bool, author: str | Identity | None,
+    def _reflect(self, dry_run: bool, author: str | Identity | None,
                  started: float) -> ReflectReport:
-        who = self._author(author)
-        with self.lock.hold():
-            self.scan()
-            states, pairs, now = self._reflect_states(), self._near_duplicates(), self.clock()
-            plan = plan_reflect(states, pairs, now, self.config.lifecycle, self.config.live_tiers)
+        who = self.store.author_of(author)
+        with self.store.lock.hold():
+            self.reader.scan()
+            states, pairs, now = self._reflect_states(), self._near_duplicates(), self.store.clock()
+            plan = plan_reflect(states, pairs, now, self.store.config.lifecycle, self.store.config.live_tiers)
             bad = self._files_with_bad_metadata(plan)
             if bad:
                 # Consolidation never rewrites a file whose frontmatter holds bad values: it
                 # would silently replace them by defaults.  Left as the person wrote it (doctor
                 # reports it); planning again can only drop actions, so no new file comes in.
                 states = [replace(s, writable=False) if s.path in bad else s for s in states]
-                plan = plan_reflect(states, pairs, now, self.config.lifecycle, self.config.live_tiers)
+                plan = plan_reflect(states, pairs, now, self.store.config.lifecycle, self.store.config.live_tiers)
             report = ReflectReport(dry_run=dry_run, plan=plan, **{
                 k: v for k, v in plan.counts().items()})
             if not dry_run and not plan.empty:
                 report.commit = self._apply_plan(plan, who)
-                self.catalog.clear_retrievals([a.id for a in plan.fold + plan.promote]
+                self.store.catalog.clear_retrievals([a.id for a in plan.fold + plan.promote]
                                               + [a.id for g in plan.merge for a in g]
                                               + [a.id for a in plan.prune + plan.expire])
         report.duration_ms = int((time.perf_counter() - started) * 1000)
         return report
 
-    def _files_with_bad_metadata(self: "Vault", plan: ReflectPlan) -> set[str]:
+    def _files_with_bad_metadata(self, plan: ReflectPlan) -> set[str]:
         """Paths the plan would rewrite whose frontmatter has problems (see schema.derive)."""
         paths = {a.path for a in plan.expire + plan.prune + plan.promote + plan.fold}
         paths.update(a.path for g in plan.merge for a in g)
         bad: set[str] = set()
         for path in sorted(paths):
             try:
-                memory, parsed = self._read_parsed(path)
+                memory, parsed = self.reader.read_parsed(path)
             except OSError:
                 bad.add(path)
                 continue
             problems: list[MetadataProblem] = []
-            derive(path, parsed.meta, parsed.body, tiers=self.config.tiers, problems=problems)
+            derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers, problems=problems)
             if problems or memory.problems:
                 bad.add(path)
         return bad
 
-    def _reflect_states(self: "Vault") -> list[MemoryState]:
-        pending = self.catalog.retrievals()
+    def _reflect_states(self) -> list[MemoryState]:
+        pending = self.store.catalog.retrievals()
         out = []
-        for row in self.catalog.all_rows():
+        for row in self.store.catalog.all_rows():
             if row.problem:
                 continue
             m = row.meta
@@ -321,26 +333,26 @@ class ReflectMixin:
                 reinforced=_text_or_none(m.get("reinforced")), expires=_text_or_none(m.get("expires")),
                 retrievals=int(_number(m.get("retrievals"), 0, 0, MAX_RETRIEVALS)), pending=n,
                 last_retrieved=float(last) if last is not None else None,
-                protected=str(m.get("type", "memory")) in self.config.protected_types))
+                protected=str(m.get("type", "memory")) in self.store.config.protected_types))
         return out
 
-    def _near_duplicates(self: "Vault") -> list[tuple[str, str, float]]:
+    def _near_duplicates(self) -> list[tuple[str, str, float]]:
         """(id, id, similarity) of active, unprotected memory pairs above ``merge_above``."""
-        threshold = self.config.lifecycle.merge_above
+        threshold = self.store.config.lifecycle.merge_above
         rows: dict[str, Any] = {}
         bodies: dict[str, str] = {}
         out = []
-        for a, b in self.catalog.similar_pairs():
+        for a, b in self.store.catalog.similar_pairs():
             for p in (a, b):
                 if p not in rows:
-                    rows[p] = self.catalog.row(p)
+                    rows[p] = self.store.catalog.row(p)
             ra, rb = rows[a], rows[b]
-            if not ra or not rb or any(r.meta.get("type") in self.config.protected_types
+            if not ra or not rb or any(r.meta.get("type") in self.store.config.protected_types
                                        for r in (ra, rb)):
                 continue
             for p in (a, b):
                 if p not in bodies:   # the body only: no YAML parse needed to compare texts
-                    data = safefs.read_or_none(self.root, p)
+                    data = safefs.read_or_none(self.store.root, p)
                     text = split_body(data.decode("utf-8", "replace")) if data is not None else ""
                     bodies[p] = text or str(rows[p].meta.get("title", ""))
             score = similarity(bodies[a], bodies[b])
@@ -348,51 +360,51 @@ class ReflectMixin:
                 out.append((ra.id, rb.id, score))
         return out
 
-    def _apply_plan(self: "Vault", plan: ReflectPlan, who: Identity) -> str:
+    def _apply_plan(self, plan: ReflectPlan, who: Identity) -> str:
         now = plan.now
-        archive = self.config.archive_tier
+        archive = self.store.config.archive_tier
         changes: list = []
         touched: list[tuple[str, str | None, str]] = []
         lines: list[str] = []
         changed_ids = ({a.id for a in plan.expire + plan.prune + plan.promote + plan.fold}
                        | {a.id for g in plan.merge for a in g})
         for action, why in [(a, "expired") for a in plan.expire] + [(a, "pruned") for a in plan.prune]:
-            memory, parsed = self._current(action.path)
+            memory, parsed = self.pipeline.current(action.path)
             extra: dict[str, Any] = {"updated": now}
             if why == "pruned":
                 extra["strength"] = max(0.0, min(1.0, action.detail["strength"]))
-            moved, new_path = self._move_changes(memory, parsed, archive, extra)
+            moved, new_path = self.memories.move_changes(memory, parsed, archive, extra)
             changes += moved
             touched.append((memory.id, new_path, "archive"))
             lines.append(f"{why}: {memory.title} ({memory.path})")
         reserved: set[str] = set()
         for group in plan.merge:
-            sources = [self._current(a.path) for a in group]
+            sources = [self.pipeline.current(a.path) for a in group]
             newest = sources[0][0]
             mems = [m for m, _ in sources]
-            more, more_touched, _, _ = self._merge_changes(sources, newest.title, newest.body, who,
+            more, more_touched, _, _ = self.lifecycle.merge_changes(sources, newest.title, newest.body, who,
                                                            reserved=reserved, skip=changed_ids)
             changes += more
             touched += more_touched
             changed_ids.update(t[0] for t in more_touched)
             lines.append(f"merged: {', '.join(m.title for m in mems)} -> {newest.title}")
         for action in plan.promote:
-            memory, parsed = self._current(action.path)
-            moved, new_path = self._move_changes(memory, parsed, action.detail["to"],
+            memory, parsed = self.pipeline.current(action.path)
+            moved, new_path = self.memories.move_changes(memory, parsed, action.detail["to"],
                                                  {"type": "semantic", "updated": now,
                                                   "retrievals": action.detail["retrievals"]})
             changes += moved
             touched.append((memory.id, new_path, "promote"))
             lines.append(f"promoted: {memory.title} ({memory.path} -> {new_path})")
         for action in plan.fold:
-            memory, parsed = self._current(action.path)
+            memory, parsed = self.pipeline.current(action.path)
             meta = ordered(dict(memory.meta, **action.detail))
-            changes.append(FileChange(memory.path, self._render(meta, memory.body, parsed.raw_blocks)))
+            changes.append(FileChange(memory.path, self.pipeline.render(meta, memory.body, parsed.raw_blocks)))
             touched.append((memory.id, memory.path, "reinforce"))
             lines.append(f"reinforced: {memory.title} (retrievals {action.detail['retrievals']}, "
                          f"strength {action.detail['strength']})")
         counts = plan.counts()
         subject = "reflect: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
-        done = self._commit(changes, subject, "reflect", touched, author=who,
+        done = self.pipeline.commit(changes, subject, "reflect", touched, author=who,
                             body="\n".join(lines))
         return done.sha

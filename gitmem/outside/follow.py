@@ -43,7 +43,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InvalidInput, InvalidMetadata, StorageError
-from ..search.vectors import EmbedWorker, start_embed_worker
+from ..search.vectors import EmbedWorker
 from .watcher import Watcher, auto_commit_setting
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,7 +117,7 @@ class Follower:
         background thread (:class:`~gitmem.search.vectors.EmbedWorker`)."""
         if self.requested == "off":
             return self
-        self.embedder = start_embed_worker(self.vault, self._log)
+        self.embedder = self.vault.start_embedding(self._log)
         if self.requested == "poll":
             self.mode = "poll"
             return self

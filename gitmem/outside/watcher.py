@@ -51,7 +51,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ..store import safefs
+from .. import safefs
 from ..errors import GitmemError, InvalidInput, InvalidMetadata, LockTimeout, StorageError
 from ..memory.paths import is_hidden_part
 

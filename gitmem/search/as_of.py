@@ -251,7 +251,7 @@ class AsOfSearch:
         return self._index
 
     def _load(self) -> _State:
-        from .documents import read_json
+        from .state import read_json
         path = self.dir / _STATE
         try:
             st = path.stat()
@@ -264,7 +264,7 @@ class AsOfSearch:
         return self._state
 
     def _save(self, state: _State) -> None:
-        from .documents import write_json_atomic
+        from .state import write_json_atomic
         write_json_atomic(self.dir / _STATE, state.to_json())
         self._state, self._state_stamp = state, None
 

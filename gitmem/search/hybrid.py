@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import query as sq
+from .results import SearchPage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .embedding import Embedder
@@ -61,7 +62,7 @@ def hybrid_search(index: "SearchIndex", store: "VectorStore", embedder: "Embedde
                   limit: int = 10, offset: int = 0, include_inactive: bool = False,
                   filters: Mapping[str, str | Sequence[str]] | None = None,
                   weight: float = HYBRID_WEIGHT, candidates: int = CANDIDATES,
-                  method: str = FUSION) -> sq.SearchPage:
+                  method: str = FUSION) -> SearchPage:
     """One page of hybrid results (``mode="hybrid"``); the lexical page when the query is
     not plain language or no vector is stored."""
     import numpy as np
@@ -71,8 +72,8 @@ def hybrid_search(index: "SearchIndex", store: "VectorStore", embedder: "Embedde
     lexical = index.search(query, limit=n, include_inactive=include_inactive, filters=filters)
     paths, _, matrix, rows = store.load()
     if not pq.natural or not (pq.words or pq.phrases) or not paths or not want:
-        return sq.SearchPage(lexical.hits[offset:want], lexical.total, lexical.suggestion,
-                             lexical.mode)
+        return SearchPage(lexical.hits[offset:want], lexical.total, lexical.suggestion,
+                          lexical.mode)
     q = embedder.embed([" ".join(pq.words + pq.phrases)])[0]     # the text, not its filters
     sims = matrix @ q
     k = min(n, len(paths))
@@ -96,5 +97,5 @@ def hybrid_search(index: "SearchIndex", store: "VectorStore", embedder: "Embedde
         h = found.get(p) or allowed[p]
         h.score = round(scores[p], 4)
         hits.append(h)
-    return sq.SearchPage(hits, lexical.total + len(allowed), None if hits else lexical.suggestion,
-                         "hybrid")
+    return SearchPage(hits, lexical.total + len(allowed), None if hits else lexical.suggestion,
+                      "hybrid")

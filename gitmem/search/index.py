@@ -1,12 +1,14 @@
 """Full-text search over memories: a Whoosh index that is only ever a rebuildable cache.
 
-The only module of gitmem that imports :mod:`whoosh`: the schema and analysis, opening,
-stamping and recreating the index, writing and merging segments, metadata filters.  The
-vault feeds it :class:`IndexDoc` objects and asks :meth:`SearchIndex.search`; the query
-language is parsed (and documented) in :mod:`gitmem.search.query`, queries are evaluated
-and ranked from the postings in :mod:`gitmem.search.rank`, and snippets are cut in
-:mod:`gitmem.search.snippet` (none of them imports Whoosh).  Plain text never fails: what
-is not valid syntax is read as text (:func:`gitmem.search.query.parse_query`).
+The only module of gitmem that touches :mod:`whoosh`: the check of the installed
+distribution, the schema and analysis, the postings codec and the reading of its posting
+blocks, opening, stamping and recreating the index, writing and merging segments, metadata
+filters.  The vault feeds it :class:`IndexDoc` objects and asks :meth:`SearchIndex.search`;
+the query language is parsed (and documented) in :mod:`gitmem.search.query`, queries are
+evaluated and ranked in :mod:`gitmem.search.rank` from the plain posting arrays this module
+hands over, results are the types of :mod:`gitmem.search.results`, and snippets are cut in
+:mod:`gitmem.search.snippet` (none of them sees Whoosh).  Plain text never fails: what is
+not valid syntax is read as text (:func:`gitmem.search.query.parse_query`).
 
 Ranking (each piece measured with ``bench/retrieval.py``): one positional ``text`` field
 holds title, tags/entities, author, body and context (the text of the memory it follows,
@@ -23,16 +25,23 @@ explicit ``status:`` filter.  Whoosh's exceptions never leave this module: a bad
 
 from __future__ import annotations
 
+import base64
 import functools
 import gc
 import hashlib
 import heapq
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
 import threading
 import time
 import warnings
-from itertools import accumulate
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Collection, Any
 
@@ -46,26 +55,270 @@ from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
+from whoosh.matching import ListMatcher
 from whoosh.reading import SegmentReader
 from whoosh.writing import CLEAR, OPTIMIZE
 
-from gitmem.search import query as sq
-from gitmem.errors import InvalidQuery, StorageError
-from gitmem.search.rank import PREFIX_EXPANSION_LIMIT, Ranker, blocks, hit
-from gitmem.search.rank import TEXT as TEXT_FIELD
-from gitmem.search.documents import (IndexDoc, index_fields, merge_group, read_json, whoosh_version,
-                               write_json_atomic)
-from gitmem.search.snippet import WORD_PATTERN, Snippeter
-from gitmem.search.query import SearchConfig, SearchHit, SearchPage   # part of this API
+from ..errors import InvalidQuery, StorageError
+from . import query as sq
+from .documents import IndexDoc, index_fields
+from .rank import PREFIX_EXPANSION_LIMIT, Ranker, SearchConfig
+from .rank import TEXT as TEXT_FIELD
+from .results import SearchHit, SearchPage, hit
+from .snippet import WORD_PATTERN, Snippeter
+from .state import read_json, write_json_atomic
 
+# IndexDoc, SearchHit, SearchPage and SearchConfig are defined elsewhere (documents, results,
+# rank) and part of this module's API.
 __all__ = ["IndexDoc", "SearchHit", "SearchPage", "SearchIndex", "SearchConfig", "VersionIndex",
-           "version_key",
+           "version_key", "whoosh_version",
            "PREFIX_EXPANSION_LIMIT", "INACTIVE_STATUSES"]
 
 INACTIVE_STATUSES = ("archived", "deleted", "superseded")
 SCHEMA_VERSION = 7                   # bump when the schema or the analysis changes
 _INDEX_NAME = "MAIN"
 _STAMP, _STATE = "gitmem-stamp.json", "gitmem-state.json"
+
+
+# --- the installed distribution ------------------------------------------------------------
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _top_level(dist: importlib.metadata.Distribution) -> set[str]:
+    """The top-level modules ``dist`` installs (as ``packages_distributions()`` infers them)."""
+    declared = dist.read_text("top_level.txt")
+    if declared is not None:
+        return {line.strip() for line in declared.splitlines() if line.strip()}
+    tops = set()
+    for f in dist.files or ():
+        parts = f.parts
+        if len(parts) > 1:
+            tops.add(parts[0])
+        elif f.suffix == ".py":
+            tops.add(f.stem)
+    return tops
+
+
+def _whoosh_owners() -> list[str]:
+    """Normalised names of the installed distributions that install a ``whoosh`` module.
+
+    Only distributions whose metadata folder names mention whoosh (``whoosh``,
+    ``Whoosh``, ``whoosh-ng``, ``whoosh_reloaded`` ...) are read: listing the
+    import path's folders costs a millisecond, where ``packages_distributions()``
+    reads every installed distribution's file list (~0.15 s).
+    """
+    owners: set[str] = set()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:  # a zip file, a missing folder
+            continue
+        for name in names:
+            stem, _, kind = name.rpartition(".")
+            if kind not in ("dist-info", "egg-info") or "whoosh" not in stem.lower():
+                continue
+            dist = importlib.metadata.PathDistribution(Path(entry or ".", name))
+            if "whoosh" in _top_level(dist):
+                owners.add(_normal(dist.metadata["Name"] or stem.split("-")[0]))
+    return sorted(owners)
+
+
+def _whoosh_files_mismatch() -> str | None:
+    """Why the ``whoosh`` package Python imports is not the one whoosh-reloaded installed, or None.
+
+    Catches what the name scan cannot: another distribution (whatever its name)
+    having overwritten whoosh-reloaded's files.  Compares ``whoosh/__init__.py``
+    with its entry in whoosh-reloaded's RECORD (location and sha256); says
+    nothing when RECORD lacks the entry (an egg-info or editable install).
+    """
+    spec = importlib.util.find_spec("whoosh")
+    origin = spec.origin if spec is not None else None
+    if not origin:
+        return "no 'whoosh' module can be imported"
+    entry = next((f for f in importlib.metadata.distribution("whoosh-reloaded").files or ()
+                  if f.as_posix() == "whoosh/__init__.py"), None)
+    if entry is None:
+        return None
+    if os.path.realpath(entry.locate()) != os.path.realpath(origin):
+        return f"'whoosh' is imported from {origin}, not from whoosh-reloaded's {entry.locate()}"
+    if entry.hash is not None and entry.hash.mode == "sha256":
+        digest = base64.urlsafe_b64encode(hashlib.sha256(Path(origin).read_bytes()).digest()).rstrip(b"=")
+        if digest.decode() != entry.hash.value:
+            return f"{origin} is not the file whoosh-reloaded installed (another package overwrote it)"
+    return None
+
+
+@functools.cache
+def whoosh_version() -> str:
+    """Version of whoosh-reloaded, after checking that it (alone) provides ``whoosh``.
+
+    Only one distribution of whoosh may be installed: ``whoosh``, ``whoosh-ng``
+    and ``whoosh-reloaded`` all install the same ``whoosh`` package, and files
+    of one overwriting the other's give an index no version describes.  Checked
+    once per process, cheaply (see :func:`_whoosh_owners` and
+    :func:`_whoosh_files_mismatch`).
+    """
+    names = _whoosh_owners()
+    problem = None if names == ["whoosh-reloaded"] else (
+        f"the 'whoosh' module comes from {names or 'an unknown package'}")
+    if problem is None:
+        try:
+            problem = _whoosh_files_mismatch()
+        except (importlib.metadata.PackageNotFoundError, OSError, ValueError) as exc:
+            problem = f"whoosh-reloaded's files cannot be checked ({exc})"
+    if problem is not None:
+        raise StorageError(f"{problem}; gitmem needs exactly the distribution 'whoosh-reloaded'",
+                           hint="pip uninstall whoosh whoosh-ng; pip install whoosh-reloaded")
+    return importlib.metadata.version("whoosh-reloaded")
+
+
+# --- reading posting blocks ------------------------------------------------------------------
+
+#: The block internals of whoosh-reloaded's W3 posting reader that :func:`_blocks` reads
+#: (the distribution is checked by :func:`whoosh_version`, and gitmem's codec below
+#: extends that reader).
+_BLOCK_API = ("_read_ids", "_read_weights", "_next_block", "_maxid")
+
+
+def _blocks(matcher: Any, values: bool = False,
+            wanted: Sequence[int] | None = None) -> Iterator[tuple[Sequence, Sequence, Sequence]]:
+    """(ids, weights, values or ()) of a segment's posting list, a block at a time: plain
+    arrays for :mod:`gitmem.search.rank` (deleted documents included).
+
+    ``wanted`` (sorted segment-local ids) skips blocks holding none of them without
+    decoding them.  A posting list inlined in the term table (one posting) is read as it
+    is; any other reader without the block internals is read a posting at a time
+    (:func:`_unblocked`: correct, several times slower)."""
+    m = getattr(matcher, "child", matcher)      # deletions are filtered by the caller
+    if _has_blocks(m):
+        low = -1
+        while m.is_active():
+            high = m._maxid
+            if wanted is None or bisect_right(wanted, high) > bisect_right(wanted, low):
+                if m._ids is None:
+                    m._read_ids()
+                if m._weights is None:
+                    m._read_weights()
+                if values and m._values is None:
+                    m._read_values()
+                yield m._ids, m._weights, (m._values if values else ())
+            low = high
+            m._next_block()
+    elif isinstance(m, ListMatcher):            # a short list inlined in the term table
+        yield _one_at_a_time(m, values)
+    else:
+        yield from _unblocked(m, values)
+
+
+def _has_blocks(m: Any) -> bool:
+    """Whether :func:`_blocks` can read this posting reader a block at a time."""
+    return all(hasattr(m, a) for a in _BLOCK_API)
+
+
+def _unblocked(m: Any, values: bool) -> Iterator[tuple[Sequence, Sequence, Sequence]]:
+    """The fallback of :func:`_blocks` for a posting reader without the block internals."""
+    yield _one_at_a_time(m, values)
+
+
+def _one_at_a_time(m: Any, values: bool) -> tuple[list, list, list]:
+    """(ids, weights, values) of a posting reader, read a posting at a time."""
+    ids, weights, vals = [], [], []
+    while m.is_active():
+        ids.append(m.id())
+        weights.append(m.weight())
+        if values:
+            vals.append(m.value())
+        m.next()
+    return ids, weights, vals
+
+
+def _postings_for(matcher: Any, wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
+    """Weights and values of a posting list's postings for the documents in ``wanted``
+    (sorted segment-local ids, all of which hold the term): only the blocks holding one
+    are read, and only the wanted values are cut out of a block (with ``values_at``,
+    gitmem's codec) instead of every value of it."""
+    m = getattr(matcher, "child", matcher)
+    # gitmem's codec: called while ``_blocks`` holds m at a block (so only when it can)
+    cut = getattr(m, "values_at", None) if _has_blocks(m) else None
+    wts: dict[int, float] = {}
+    vals: dict[int, bytes] = {}
+    for ids, ws, vs in _blocks(m, cut is None, wanted):
+        here = wanted[bisect_left(wanted, ids[0]):bisect_right(wanted, ids[-1])]
+        # Where the wanted ids sit in the block: a C-level scan each for a few, one
+        # id -> index map for many.
+        at = [ids.index(d) for d in here] if len(here) < 16 else \
+            list(map(dict(zip(ids, range(len(ids)))).__getitem__, here))
+        wts.update(zip(here, map(ws.__getitem__, at)))
+        vals.update(zip(here, cut(at) if cut else map(vs.__getitem__, at)))
+    return wts, vals
+
+
+def _text(term: str | bytes) -> str:
+    """A term as ``str`` (Whoosh's readers give some as UTF-8 bytes)."""
+    return term if isinstance(term, str) else term.decode()
+
+
+class _Segment:
+    """One segment of the index as the ranker reads it (:class:`gitmem.search.rank.Segment`):
+    its postings as plain arrays, its deletions, lengths and sources."""
+
+    __slots__ = ("_leaf", "key", "base", "deleted", "positions", "doc_frequency")
+
+    def __init__(self, leaf: Any, base: int) -> None:
+        self._leaf = leaf
+        self.key = leaf.segment().segment_id()
+        self.base = base
+        self.deleted: frozenset[int] = (frozenset(leaf.deleted_docs_set) if leaf.has_deletions()
+                                        else frozenset())
+        fmt = leaf.schema[TEXT_FIELD].format
+        # ``decode_positions`` without a Python frame where the format has it (gitmem's)
+        self.positions = getattr(fmt, "positions_array", fmt.decode_positions)
+        self.doc_frequency: Callable[[str, str], int] = leaf.doc_frequency
+
+    def blocks(self, fieldname: str, text: str, values: bool = False,
+               wanted: Sequence[int] | None = None) -> Iterator[tuple[Sequence, Sequence, Sequence]]:
+        return _blocks(self._leaf.postings(fieldname, text), values, wanted)
+
+    def postings_for(self, fieldname: str, text: str,
+                     wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
+        return _postings_for(self._leaf.postings(fieldname, text), wanted)
+
+    def text_lengths(self) -> list[int]:
+        leaf = self._leaf
+        return [leaf.doc_field_length(i, TEXT_FIELD, 0) for i in range(leaf.doc_count_all())]
+
+    def sources(self) -> list[str]:
+        return list(self._leaf.column_reader("source"))
+
+
+class _Postings:
+    """The index as the ranker reads it (:class:`gitmem.search.rank.Postings`), over one
+    Whoosh reader: its statistics, its segments as :class:`_Segment` views (made once),
+    its terms as ``str``."""
+
+    order = None        # equal scores by document number
+
+    def __init__(self, r: Any) -> None:
+        self._r = r
+        self._segments: list[_Segment] | None = None
+        self.doc_count_all: Callable[[], int] = r.doc_count_all
+        self.field_length: Callable[[str], int] = r.field_length
+        self.doc_frequency: Callable[[str, str], int] = r.doc_frequency
+
+    def segments(self) -> list[_Segment]:
+        if self._segments is None:      # (an empty index's one reader has no segment)
+            self._segments = [_Segment(leaf, base) for leaf, base in self._r.leaf_readers()
+                              if leaf.doc_count_all()]
+        return self._segments
+
+    def expand_prefix(self, fieldname: str, prefix: str) -> list[str]:
+        return list(map(_text, self._r.expand_prefix(fieldname, prefix)))
+
+    def terms_within(self, fieldname: str, text: str, maxdist: int, prefix: int = 0) -> list[str]:
+        return list(map(_text, self._r.terms_within(fieldname, text, maxdist, prefix=prefix)))
+
 
 
 # The postings codec: Whoosh's W3 layout (blocks of 128 postings) with cheaper blocks.
@@ -304,6 +557,24 @@ def _schema(cfg: SearchConfig, an: _Analysis, versions: bool = False) -> Schema:
     return Schema(**fields)
 
 
+def _merge_group(sizes: list[int], tier_factor: int, min_group: int) -> set[int]:
+    """Which segments (indexes into ``sizes``, their document counts) a commit merges.
+
+    Segments fall in size tiers (1 to ``tier_factor - 1`` documents, then up to
+    ``tier_factor**2 - 1``, ...); the smallest tier holding ``min_group`` segments (and at
+    least two) is merged, so each document is copied about once per tier."""
+    tiers: dict[int, list[int]] = {}
+    for i, n in enumerate(sizes):
+        tier = 0
+        while n >= tier_factor:
+            n, tier = n // tier_factor, tier + 1
+        tiers.setdefault(tier, []).append(i)
+    for tier in sorted(tiers):
+        if len(tiers[tier]) >= min_group and len(tiers[tier]) > 1:
+            return set(tiers[tier])
+    return set()
+
+
 class SearchIndex:
     """A Whoosh index of memories in ``directory`` (a cache: recreated when unusable)."""
 
@@ -468,7 +739,7 @@ class SearchIndex:
         and only one commit in 20 merges (each extra segment costs a query ~20 µs).
         (Whoosh's MERGE_SMALL re-copied the growing segment every 5th commit.)"""
         def policy(writer: Any, segments: list) -> list:
-            group = merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor)
+            group = _merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor)
             for i in group:
                 reader = SegmentReader(writer.storage, writer.schema, segments[i])
                 writer.add_reader(reader)
@@ -590,7 +861,13 @@ class SearchIndex:
     def prefix_terms(self, prefix: str) -> list[str]:
         """The words ``prefix*`` expands to: the PREFIX_EXPANSION_LIMIT most frequent."""
         with self._lock:
-            return self._rank.prefix_terms(self._refresh().reader(), prefix)
+            return self._rank.prefix_terms(self._postings(self._refresh()), prefix)
+
+    def _postings(self, s: Any) -> _Postings:
+        """The ranker's view of the searcher's reader (kept until the searcher changes)."""
+        if "postings" not in self._memo:
+            self._memo["postings"] = _Postings(s.reader())
+        return self._memo["postings"]
 
     def _filter_query(self, n: Any) -> Any:
         if isinstance(n, sq.FieldTerm):
@@ -650,7 +927,7 @@ class SearchIndex:
             restrict = self._hidden(s)
         hl: set[str] = set()
         want = offset + limit
-        r = s.reader() if snap is None else snap.reader(s.reader())
+        r = self._postings(s) if snap is None else snap.view(self._postings(s))
         live = (lambda: self._live(s)) if snap is None else (lambda: snap.docs)
         if pq.natural and (pq.words or pq.phrases):
             ranked, total, mode = self._rank.rank_natural(r, pq, hl, allow, restrict, want)
@@ -723,7 +1000,7 @@ class SearchIndex:
                 deleted = leaf.deleted_docs_set if leaf.has_deletions() else ()
                 for t in texts:
                     if leaf.doc_frequency(q.fieldname, t):
-                        for ids, _, _ in blocks(leaf.postings(q.fieldname, t)):
+                        for ids, _, _ in _blocks(leaf.postings(q.fieldname, t)):
                             out.update(base + i for i in ids if i not in deleted)
             return out
         if isinstance(q, (wq.And, wq.Or)) and q.subqueries:
@@ -757,44 +1034,43 @@ class _Snapshot:
         for d in docs:
             self._mask[d] = 1
 
-    def reader(self, r: Any) -> "_SnapshotReader":
-        return _SnapshotReader(r, self)
+    def view(self, p: _Postings) -> "_SnapshotPostings":
+        return _SnapshotPostings(p, self)
 
-    def count(self, r: Any, fieldname: str, text: str) -> int:
+    def count(self, p: _Postings, fieldname: str, text: str) -> int:
         """How many of the snapshot's documents hold the term."""
         mask, size, n = self._mask, len(self._mask), 0
-        for leaf, base in r.leaf_readers():
-            if leaf.doc_frequency(fieldname, text):
-                for ids, _, _ in blocks(leaf.postings(fieldname, text)):
+        for seg in p.segments():
+            if seg.doc_frequency(fieldname, text):
+                base = seg.base
+                for ids, _, _ in seg.blocks(fieldname, text):
                     n += sum(mask[base + i] for i in ids if base + i < size)
         return n
 
 
-class _SnapshotReader:
-    """A Whoosh reader whose statistics are a :class:`_Snapshot`'s (the ranker's view)."""
+class _SnapshotPostings:
+    """The index as the ranker reads it (:class:`gitmem.search.rank.Postings`), with a
+    :class:`_Snapshot`'s statistics and ties in path order (one per query)."""
 
-    def __init__(self, r: Any, snap: _Snapshot) -> None:
-        self._r, self._snap = r, snap
+    def __init__(self, p: _Postings, snap: _Snapshot) -> None:
+        self._p, self._snap = p, snap
         self._df: dict[tuple[str, Any], int] = {}
-        self.order = snap.order                   # ties by path (search_rank.Ranker.top)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._r, name)
+        self.order = snap.order                   # ties by path (rank.Ranker.top)
+        self.segments = p.segments
+        self.expand_prefix = p.expand_prefix
+        self.terms_within = p.terms_within
 
     def doc_count_all(self) -> int:
         return len(self._snap.docs)
 
-    def doc_count(self) -> int:
-        return len(self._snap.docs)
-
     def field_length(self, fieldname: str) -> int:
         # Only the text field's average length enters a score (the others have B = 0).
-        return self._snap.total if fieldname == TEXT_FIELD else self._r.field_length(fieldname)
+        return self._snap.total if fieldname == TEXT_FIELD else self._p.field_length(fieldname)
 
     def doc_frequency(self, fieldname: str, text: Any) -> int:
         key = (fieldname, text)
         if key not in self._df:
-            self._df[key] = self._snap.count(self._r, fieldname, text)
+            self._df[key] = self._snap.count(self._p, fieldname, text)
         return self._df[key]
 
 

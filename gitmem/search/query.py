@@ -1,6 +1,6 @@
-"""The Whoosh-free side of gitmem search: query parsing, result types, ranking knobs and
-the arithmetic of ranking (:mod:`gitmem.search.index` turns the tree into Whoosh queries, reads
-the postings, and re-exports :class:`SearchHit`, :class:`SearchPage`, :class:`SearchConfig`).
+"""Reading a search query: the query language, parsed into a tree of plain nodes
+(:func:`parse_query`), and the dates and fields it names.  The tree is evaluated and ranked
+in :mod:`gitmem.search.rank`; :mod:`gitmem.search.index` answers its metadata filters.
 
 Syntax, in the order the parser tries it on each whitespace-separated piece:
 
@@ -12,13 +12,14 @@ Syntax, in the order the parser tries it on each whitespace-separated piece:
   (see :data:`FIELDS`).  Dates take ``created:>2026-01-01``, ``<``, ``>=``, ``<=``,
   ``created:2026-01-01..2026-03-31`` or a single day/month/year ``created:2026-05``;
   a date is ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` or a full ISO 8601 time.
-- ``word*``: every word starting with ``word`` (bounded, see ``PREFIX_EXPANSION_LIMIT``).
+- ``word*``: every word starting with ``word`` (bounded, see
+  :data:`gitmem.search.rank.PREFIX_EXPANSION_LIMIT`).
 - anything else is a plain word.
 
 A query made only of plain words, phrases and filters is a *natural* query: the engine
-ranks it by the policy ``SearchConfig.natural`` (default ``any``: memories holding more of
-the words, more often, rank higher; a phrase counts as one word that must match as a
-phrase).  Any operator, parenthesis or prefix makes it a *syntax* query with strict
+ranks it by the policy ``natural`` of :class:`gitmem.search.rank.SearchConfig` (default
+``any``: memories holding more of the words, more often, rank higher; a phrase counts as
+one word that must match as a phrase).  Any operator, parenthesis or prefix makes it a *syntax* query with strict
 boolean meaning.
 
 Plain text never fails: :func:`parse_query` reads a query with the full syntax when it is
@@ -34,16 +35,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from gitmem.errors import InvalidQuery
+from ..errors import InvalidQuery
 
 __all__ = ["FIELDS", "DATE_FIELDS", "QUESTION_WORDS", "Word", "Phrase", "Prefix", "FieldTerm",
            "DateRange", "And", "Or", "Not", "ParsedQuery", "parse_query", "parse_filter",
-           "date_range", "iso_to_epoch", "month_year", "edit_distance", "combine_natural",
-           "add_scores", "group_prior", "SearchHit", "SearchPage", "SearchConfig"]
+           "date_range", "iso_to_epoch"]
 
 #: query field name -> index field name (matched exactly; case-insensitive except ``path``)
 FIELDS: dict[str, str] = {
@@ -61,17 +60,6 @@ QUESTION_WORDS = frozenset(
     "has had having i me my mine our ours he him his she her hers they them their theirs its "
     "would could should shall might must there here than then so such any some about into "
     "over also just very much many more most other".split())
-
-
-def edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance (for ranking spelling suggestions)."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
 
 
 @dataclass(frozen=True)
@@ -201,16 +189,6 @@ def _span(text: str) -> tuple[int, int]:
     else:
         end = start.replace(year=start.year + 1)
     return int(start.timestamp()), int(end.timestamp())
-
-
-def month_year(iso: str | None) -> list[str]:
-    """``2023-05-08...`` -> ``["may", "2023"]`` (words a question may use for the date)."""
-    m = re.match(r"(\d{4})-(\d\d)", iso or "")
-    return [_MONTHS[int(m[2]) - 1], m[1]] if m and 0 < int(m[2]) < 13 else []
-
-
-_MONTHS = ("january february march april may june july august september october november "
-           "december").split()
 
 
 def iso_to_epoch(text: str | None) -> int | None:
@@ -464,123 +442,3 @@ def _parse(text: str, level: int) -> ParsedQuery:
                            filters=filters)
     body = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
     return ParsedQuery(False, expr=body, filters=filters)
-
-
-# --- results and ranking knobs (re-exported by gitmem.search.index) -------------------------------
-
-@dataclass
-class SearchHit:
-    """One search result; ``snippet`` is ~200 characters with matches in ``**bold**``."""
-    id: str
-    path: str
-    title: str
-    tier: str
-    type: str
-    tags: list[str]
-    score: float
-    updated: str | None
-    snippet: str
-    commit: str | None = None          # set when searching the vault as of a commit
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        if out["commit"] is None:
-            del out["commit"]
-        return out
-
-
-@dataclass
-class SearchPage:
-    """One page of results; ``total`` counts every match, ``suggestion`` is a corrected
-    query when nothing matched and a word has a close indexed alternative."""
-    hits: list[SearchHit]
-    total: int
-    suggestion: str | None
-    mode: str               # all-words | any-words | syntax | filter
-    commit: str | None = None   # the commit searched, when searching the vault as of one
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"hits": [h.to_dict() for h in self.hits], "total": self.total,
-               "suggestion": self.suggestion, "mode": self.mode}
-        if self.commit is not None:
-            out["commit"] = self.commit
-        return out
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """Ranking knobs; the defaults are the measured best (``bench/retrieval.py``).  The
-    ``*_weight`` knobs and ``stemmer`` shape the index (they are in its stamp);
-    the others apply at query time."""
-    b: float = 0.25                  # BM25 length normalisation (memories are short)
-    k1: float = 0.8
-    title_weight: float = 1.0        # a title word counts as this many body words
-    meta_weight: float = 2.0         # tags and entities
-    agent_weight: float = 1.0        # the author / speaker
-    stemmer: str = "porter2"         # porter2 | porter | none
-    date_boost: float = 1.0          # month/year of ``created`` matching query words
-    group_weight: float = 0.3        # 0 disables the group prior
-    group_depth: int = 3             # a group's score = sum of its best N member scores
-    natural: str = "any"             # any | all-first | all-then-any | all-boost
-    all_boost: float = 1.0           # natural="all-boost": extra weight of all-word matches
-    question_stop: bool = True       # drop question words (what, did, ...) from natural queries
-    context_weight: float = 0.3      # a word of the context (followed memory) counts this much
-    pair_weight: float = 0.0         # natural queries: bonus x score of adjacent query word pairs
-    agent_boost: float = 4.0         # natural queries: a query word that is the author's name
-
-    def schema_key(self) -> str:
-        return (f"{self.stemmer}:{self.title_weight}:{self.meta_weight}:{self.agent_weight}"
-                f":{self.context_weight}")
-
-
-# --- ranking arithmetic for natural queries -------------------------------------------------
-
-def combine_natural(units: list[dict[int, float]], extras: list[dict[int, float]],
-                    allow: set[int] | None, restrict: set[int] | None, policy: str,
-                    all_boost: float) -> tuple[dict[int, float], set[int], str]:
-    """Per-word score maps -> (scores, documents to rank first, mode).
-
-    ``units`` hold one map per query word or phrase (a document matches when it is in any),
-    ``extras`` only add to documents the words matched (e.g. the date field).  ``allow`` and
-    ``restrict`` are the filter and the hidden documents.  Policies: ``all-first`` ranks the
-    documents containing every word first, ``all-then-any`` keeps only those when there are
-    any, ``all-boost`` multiplies their score by ``1 + all_boost``, ``any`` ranks by score."""
-    scores = add_scores(units)
-    if allow is not None or restrict:
-        scores = {d: v for d, v in scores.items()
-                  if (allow is None or d in allow) and not (restrict and d in restrict)}
-    for u in extras:
-        for d, v in u.items():
-            if d in scores:
-                scores[d] += v
-    everywhere = set(scores).intersection(*units[1:]) if len(units) > 1 else set(scores)
-    mode = "all-words" if everywhere else "any-words"
-    if policy == "all-then-any" and everywhere:
-        scores = {d: scores[d] for d in everywhere}
-    elif policy == "all-boost":
-        for d in everywhere:
-            scores[d] *= 1 + all_boost
-    return scores, (everywhere if policy == "all-first" else set()), mode
-
-
-def add_scores(maps: list[dict[int, float]]) -> dict[int, float]:
-    """The union of score maps, adding the scores of documents in several."""
-    if not maps:
-        return {}
-    out = dict(maps[0])
-    for m in maps[1:]:
-        for d, v in m.items():
-            out[d] = out.get(d, 0.0) + v
-    return out
-
-
-def group_prior(scores: dict[int, float], source: dict[int, str], weight: float,
-                depth: int) -> dict[int, float]:
-    """Add ``weight`` x (sum of the best ``depth`` scores of the document's group) to each
-    score: a hit among related hits (same conversation, same session) outranks a lone one."""
-    groups: dict[str, list[float]] = {}
-    for d, v in scores.items():
-        if source.get(d):
-            groups.setdefault(source[d], []).append(v)
-    best = {g: sum(sorted(v, reverse=True)[:depth]) for g, v in groups.items()}
-    return {d: v + weight * best[source[d]] if source.get(d) else v for d, v in scores.items()}

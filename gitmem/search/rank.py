@@ -1,13 +1,16 @@
-"""Evaluating and ranking queries from the postings of the search index, without Whoosh.
+"""Evaluating and ranking queries from the postings of the search index: the ranking knobs
+(:class:`SearchConfig`), BM25F scores, phrases, the group prior and the natural-query
+policy.
 
-:mod:`gitmem.search.index` (the one module that imports Whoosh) passes its reader objects in;
-this module only calls their methods (``leaf_readers()``, ``doc_frequency()``,
-``postings()``, ``doc_field_length()``, ``column_reader()``, ``expand_prefix()``,
-``terms_within()``, ``deleted_docs_set``), and asks it for the documents of a metadata
-filter through a callback.
+This module works on plain data.  :mod:`gitmem.search.index` (the one module that touches
+Whoosh) hands over a :class:`Postings` view of the index: its statistics and its
+:class:`Segment` objects, whose ``blocks()`` give a term's postings as plain arrays (document
+ids, weights, values) a block of up to 128 postings at a time; metadata filters are answered
+by the index through a callback.
 
-- Words are scored with Whoosh's BM25F formula, a posting block at a time: several times
-  faster than Whoosh's matchers in pure Python, exact totals, the same ranking for every page.
+- Words are scored with BM25F (the formula Whoosh's ``BM25F`` uses), a posting block at a
+  time: several times faster than Whoosh's matchers in pure Python, exact totals, the same
+  ranking for every page.
 - A phrase reads its words' document ids (rarest word first, later words only in the
   blocks that can hold a candidate), intersects them, and reads weights and positions
   only of the documents holding every word; positions are stored as machine arrays
@@ -34,20 +37,47 @@ import functools
 import heapq
 import math
 import re
-from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, neg as neg_, not_, truediv
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from gitmem.search import query as sq
+from . import query as sq
 
-__all__ = ["PREFIX_EXPANSION_LIMIT", "blocks", "hit", "Ranker"]
+__all__ = ["PREFIX_EXPANSION_LIMIT", "TEXT", "SearchConfig", "Analysis", "Segment", "Postings",
+           "Ranker", "combine_natural", "add_scores", "group_prior", "edit_distance"]
 
 PREFIX_EXPANSION_LIMIT = 50   # a prefix becomes at most this many (most frequent) words
 TEXT = "text"                 # the positional, weighted text field
 _WORDS = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Ranking knobs; the defaults are the measured best (``bench/retrieval.py``).  The
+    ``*_weight`` knobs and ``stemmer`` shape the index (they are in its stamp);
+    the others apply at query time."""
+    b: float = 0.25                  # BM25 length normalisation (memories are short)
+    k1: float = 0.8
+    title_weight: float = 1.0        # a title word counts as this many body words
+    meta_weight: float = 2.0         # tags and entities
+    agent_weight: float = 1.0        # the author / speaker
+    stemmer: str = "porter2"         # porter2 | porter | none
+    date_boost: float = 1.0          # month/year of ``created`` matching query words
+    group_weight: float = 0.3        # 0 disables the group prior
+    group_depth: int = 3             # a group's score = sum of its best N member scores
+    natural: str = "any"             # any | all-first | all-then-any | all-boost
+    all_boost: float = 1.0           # natural="all-boost": extra weight of all-word matches
+    question_stop: bool = True       # drop question words (what, did, ...) from natural queries
+    context_weight: float = 0.3      # a word of the context (followed memory) counts this much
+    pair_weight: float = 0.0         # natural queries: bonus x score of adjacent query word pairs
+    agent_boost: float = 4.0         # natural queries: a query word that is the author's name
+
+    def schema_key(self) -> str:
+        return (f"{self.stemmer}:{self.title_weight}:{self.meta_weight}:{self.agent_weight}"
+                f":{self.context_weight}")
 
 
 class Analysis(Protocol):
@@ -58,97 +88,106 @@ class Analysis(Protocol):
     def stem(self, word: str) -> str: ...
 
 
-def blocks(matcher: Any, values: bool = False,
-           wanted: Sequence[int] | None = None) -> Iterable[tuple[Sequence, Sequence, Sequence]]:
-    """(ids, weights, values or ()) of a leaf posting list, a block at a time.
+class Segment(Protocol):
+    """One segment of the index, as :mod:`gitmem.search.index` hands it over.  Document
+    numbers are local to the segment (``base`` + local = number in the whole index);
+    segments never change (their deletions do: a new view is made then)."""
 
-    ``wanted`` (sorted segment-local ids) skips blocks holding none of them without
-    decoding them.  Uses the block internals of whoosh-reloaded's codec (its version is
-    pinned by the distribution check); other matchers take a posting-at-a-time path."""
-    m = getattr(matcher, "child", matcher)      # deletions are filtered by the caller
-    if all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_maxid")):
-        low = -1
-        while m.is_active():
-            high = m._maxid
-            if wanted is None or bisect_right(wanted, high) > bisect_right(wanted, low):
-                if m._ids is None:
-                    m._read_ids()
-                if m._weights is None:
-                    m._read_weights()
-                if values and m._values is None:
-                    m._read_values()
-                yield m._ids, m._weights, (m._values if values else ())
-            low = high
-            m._next_block()
-    else:                                       # e.g. a short list inlined in the term info
-        ids, weights, vals = [], [], []
-        while m.is_active():
-            ids.append(m.id())
-            weights.append(m.weight())
-            if values:
-                vals.append(m.value())
-            m.next()
-        yield ids, weights, vals
+    key: Hashable                       # the segment's identity (for caches)
+    base: int                           # number of its first document in the whole index
+    deleted: frozenset[int]             # its deleted documents (empty when none)
+    #: the positions of a ``text`` posting's value (a sequence of ints)
+    positions: Callable[[bytes], Sequence[int]]
+
+    def doc_frequency(self, fieldname: str, text: str) -> int:
+        """How many documents of the segment hold the term (deleted ones included)."""
+        ...
+
+    def blocks(self, fieldname: str, text: str, values: bool = False,
+               wanted: Sequence[int] | None = None) -> Iterable[tuple[Sequence[int], Sequence[float],
+                                                                       Sequence[bytes]]]:
+        """The term's postings, a block at a time: (ids, weights, values or ``()``), deleted
+        documents included; ``wanted`` (sorted ids) skips blocks holding none of them."""
+        ...
+
+    def postings_for(self, fieldname: str, text: str,
+                     wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
+        """Weights and values of the term's postings for ``wanted`` (sorted ids, all of which
+        hold the term)."""
+        ...
+
+    def text_lengths(self) -> list[int]:
+        """The ``text`` length of every document of the segment."""
+        ...
+
+    def sources(self) -> list[str]:
+        """The ``source`` of every document of the segment."""
+        ...
 
 
-def postings_for(matcher: Any, wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
-    """Weights and values of a leaf posting list's postings for the documents in
-    ``wanted`` (sorted segment-local ids, all of which hold the term): only the blocks
-    holding one are read, and only the wanted values are cut out of a block (with
-    ``values_at``, gitmem's codec) instead of every value of it."""
-    m = getattr(matcher, "child", matcher)
-    cut = getattr(m, "values_at", None)     # called while ``blocks`` holds m at a block
-    wts: dict[int, float] = {}
-    vals: dict[int, bytes] = {}
-    for ids, ws, vs in blocks(m, cut is None, wanted):
-        here = wanted[bisect_left(wanted, ids[0]):bisect_right(wanted, ids[-1])]
-        # Where the wanted ids sit in the block: a C-level scan each for a few, one
-        # id -> index map for many.
-        at = [ids.index(d) for d in here] if len(here) < 16 else \
-            list(map(dict(zip(ids, range(len(ids)))).__getitem__, here))
-        wts.update(zip(here, map(ws.__getitem__, at)))
-        vals.update(zip(here, cut(at) if cut else map(vs.__getitem__, at)))
-    return wts, vals
+class Postings(Protocol):
+    """The index as the ranker reads it (statistics count the whole index, or the
+    documents of a snapshot when searching the vault as of a commit)."""
+
+    #: document number -> rank of its path, when equal scores go in path order; else None
+    order: Sequence[int] | None
+
+    def segments(self) -> Sequence[Segment]: ...
+    def doc_count_all(self) -> int: ...
+    def field_length(self, fieldname: str) -> int: ...
+    def doc_frequency(self, fieldname: str, text: str) -> int: ...
+    def expand_prefix(self, fieldname: str, prefix: str) -> Iterable[str]: ...
+    def terms_within(self, fieldname: str, text: str, maxdist: int,
+                     prefix: int = 0) -> Iterable[str]: ...
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (for ranking spelling suggestions)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
 
 
 class Ranker:
     """BM25F term and phrase scores and the final ordering (group prior, top k)."""
 
-    def __init__(self, cfg: sq.SearchConfig, an: Analysis) -> None:
+    def __init__(self, cfg: SearchConfig, an: Analysis) -> None:
         self.cfg = cfg
         self.an = an
-        self._leaf_cache: dict[Any, tuple[list[int], list[str]]] = {}
+        self._segment_cache: dict[Any, tuple[list[int], list[str]]] = {}
         self._norm_cache: dict[Any, list[float]] = {}
 
-    def leaf_info(self, leaf: Any) -> tuple[list[int], list[str]]:
+    def segment_info(self, seg: Segment) -> tuple[list[int], list[str]]:
         """Per-segment ``text`` lengths and ``source`` values (``[]`` when no document of
         the segment has one), cached per segment (segments never change; their
         deletions are read on every query)."""
-        key = leaf.segment().segment_id()
-        if key not in self._leaf_cache:
-            if len(self._leaf_cache) > 64:
-                self._leaf_cache.clear()
-            n = leaf.doc_count_all()
-            sources = list(leaf.column_reader("source"))
-            self._leaf_cache[key] = ([leaf.doc_field_length(i, TEXT, 0) for i in range(n)],
-                                     sources if any(sources) else [])
-        return self._leaf_cache[key]
+        key = seg.key
+        if key not in self._segment_cache:
+            if len(self._segment_cache) > 64:
+                self._segment_cache.clear()
+            sources = seg.sources()
+            self._segment_cache[key] = (seg.text_lengths(), sources if any(sources) else [])
+        return self._segment_cache[key]
 
-    def norms(self, leaf: Any, avgfl: float, b: float) -> list[float]:
+    def norms(self, seg: Segment, avgfl: float, b: float) -> list[float]:
         """BM25's length norm ``k1 * ((1 - b) + b * length / avgfl)`` of every document of
         a segment (cached for the current average length)."""
-        key = (leaf.segment().segment_id(), avgfl, b)
+        key = (seg.key, avgfl, b)
         if key not in self._norm_cache:
             if len(self._norm_cache) > 64:
                 self._norm_cache.clear()
             k1 = self.cfg.k1
             self._norm_cache[key] = [k1 * ((1 - b) + b * n / avgfl)
-                                     for n in self.leaf_info(leaf)[0]]
+                                     for n in self.segment_info(seg)[0]]
         return self._norm_cache[key]
 
-    def term_scores(self, r: Any, fieldname: str, text: str, boost: float = 1.0,
+    def term_scores(self, r: Postings, fieldname: str, text: str, boost: float = 1.0,
                     b: float | None = None) -> dict[int, float]:
-        """BM25 scores (Whoosh's formula) of every live document containing the term.
+        """BM25 scores (Whoosh's BM25F formula) of every live document containing the term.
 
         ``idf * (k1 + 1) * w / (w + norm)`` is computed by C-level ``map`` calls over a
         block of postings (no Python frame per posting)."""
@@ -160,25 +199,25 @@ class Ranker:
         scale = (math.log(n_all / (df + 1)) + 1) * boost * (k1 + 1)
         avgfl = (r.field_length(fieldname) / n_all) or 1.0
         out: dict[int, float] = {}
-        for leaf, base in r.leaf_readers():
-            if not leaf.doc_frequency(fieldname, text):
+        for seg in r.segments():
+            if not seg.doc_frequency(fieldname, text):
                 continue
-            norm = self.norms(leaf, avgfl, b).__getitem__ if b else None
-            for ids, weights, _ in blocks(leaf.postings(fieldname, text)):
+            base = seg.base
+            norm = self.norms(seg, avgfl, b).__getitem__ if b else None
+            for ids, weights, _ in seg.blocks(fieldname, text):
                 ns = map(norm, ids) if norm else repeat(k1)
                 out.update(zip(map(base.__add__, ids) if base else ids,
                                map(scale.__mul__, map(truediv, weights,
                                                       map(add, weights, ns)))))
-            if leaf.has_deletions():
-                for i in leaf.deleted_docs_set:
-                    out.pop(base + i, None)
+            for i in seg.deleted:
+                out.pop(base + i, None)
         return out
 
-    def _idf(self, r: Any, fieldname: str, text: str, boost: float = 1.0) -> float:
+    def _idf(self, r: Postings, fieldname: str, text: str, boost: float = 1.0) -> float:
         df = r.doc_frequency(fieldname, text)
         return (math.log(r.doc_count_all() / (df + 1)) + 1) * boost if df else 0.0
 
-    def phrase_scores(self, r: Any, stems: Sequence[str]) -> dict[int, float]:
+    def phrase_scores(self, r: Postings, stems: Sequence[str]) -> dict[int, float]:
         """Scores of the live documents containing ``stems`` (two or more) as adjacent
         words in this order: the sum of the words' BM25 scores, as Whoosh scores a phrase."""
         k1, b, n_all = self.cfg.k1, self.cfg.b, r.doc_count_all()
@@ -187,11 +226,12 @@ class Ranker:
         out: dict[int, float] = {}
         if not all(idf.values()):
             return out
-        for leaf, base in r.leaf_readers():
-            docs, weights = self._phrase_in(leaf, stems)
+        for seg in r.segments():
+            docs, weights = self._phrase_in(seg, stems)
             if not docs:
                 continue
-            norms = self.norms(leaf, avgfl, b) if b else None
+            base = seg.base
+            norms = self.norms(seg, avgfl, b) if b else None
             for d in docs:
                 norm = norms[d] if norms else k1
                 out[base + d] = sum(idf[st] * w[d] * (k1 + 1) / (w[d] + norm)
@@ -199,14 +239,14 @@ class Ranker:
         return out
 
     @staticmethod
-    def _phrase_in(leaf: Any, stems: Sequence[str]) -> tuple[list[int], dict[str, dict]]:
+    def _phrase_in(seg: Segment, stems: Sequence[str]) -> tuple[list[int], dict[str, dict]]:
         """Documents of one segment holding the phrase, and each word's posting weights.
 
         Document ids are read first, rarest word first, later words only in the blocks
         that can hold a candidate; then weights and positions only of the documents
-        holding every word (``postings_for``).  For two words the position check runs
+        holding every word (``Segment.postings_for``).  For two words the position check runs
         as C-level ``map`` calls (decode, set, isdisjoint): no Python frame per document."""
-        dfs = sorted((leaf.doc_frequency(TEXT, st), st) for st in set(stems))
+        dfs = sorted((seg.doc_frequency(TEXT, st), st) for st in set(stems))
         if not dfs[0][0]:
             return [], {}
         # First the documents holding every word (ids only), then the weights and
@@ -215,20 +255,19 @@ class Ranker:
         for _, st in dfs:
             wanted = None if docs is None else sorted(docs)
             found: set[int] = set()
-            for ids, _, _ in blocks(leaf.postings(TEXT, st), False, wanted):
+            for ids, _, _ in seg.blocks(TEXT, st, False, wanted):
                 found.update(ids)
             docs = found if docs is None else docs & found
             if not docs:
                 return [], {}
-        if leaf.has_deletions():
-            docs -= leaf.deleted_docs_set           # type: ignore[operator]
+        if seg.deleted:
+            docs -= seg.deleted                     # type: ignore[operator]
         order = sorted(docs or ())
         weights: dict[str, dict[int, float]] = {}
         values: dict[str, dict[int, bytes]] = {}
         for _, st in dfs:
-            weights[st], values[st] = postings_for(leaf.postings(TEXT, st), order)
-        fmt = leaf.schema[TEXT].format
-        decode = getattr(fmt, "positions_array", fmt.decode_positions)
+            weights[st], values[st] = seg.postings_for(TEXT, st, order)
+        decode = seg.positions
         cands = order
         firsts = map(set, map(decode, map(values[stems[0]].__getitem__, cands)))
         if len(stems) == 2:
@@ -245,22 +284,22 @@ class Ranker:
             return True
         return list(compress(cands, map(holds, cands, firsts))), weights
 
-    def top(self, r: Any, scores: dict[int, float], want: int,
+    def top(self, r: Postings, scores: dict[int, float], want: int,
             first: set[int] | frozenset = frozenset()) -> list[tuple[int, float]]:
         """The best ``want`` (docnum, score), documents in ``first`` ahead, after the
         group prior (memories sharing a ``source`` lend each other score)."""
         if self.cfg.group_weight and len(scores) > 1:
             src: dict[int, str] = {}
-            for leaf, base in r.leaf_readers():
-                sources = self.leaf_info(leaf)[1]
+            for seg in r.segments():
+                sources = self.segment_info(seg)[1]
                 if sources:                     # most vaults have no ``source`` at all
+                    base = seg.base
                     hi = base + len(sources)
                     src.update((d, sources[d - base]) for d in scores if base <= d < hi)
             if src:
-                scores = sq.group_prior(scores, src, self.cfg.group_weight,
-                                        self.cfg.group_depth)
-        order = getattr(r, "order", None)
-        if order is not None:   # a snapshot's reader: equal scores in path order, as when fresh
+                scores = group_prior(scores, src, self.cfg.group_weight, self.cfg.group_depth)
+        order = r.order
+        if order is not None:   # a snapshot: equal scores in path order, as in a fresh index
             return heapq.nlargest(want, scores.items(),
                                   key=lambda x: (x[0] in first, x[1], -order[x[0]]))
         if len(first) in (0, len(scores)):     # no all-words tier to put first: C-level keys
@@ -270,13 +309,13 @@ class Ranker:
 
     # --- queries ---------------------------------------------------------------------------
 
-    def prefix_terms(self, r: Any, prefix: str) -> list[str]:
+    def prefix_terms(self, r: Postings, prefix: str) -> list[str]:
         """The words ``prefix*`` expands to: the PREFIX_EXPANSION_LIMIT most frequent."""
         found = [(r.doc_frequency("words", t), t) for t in r.expand_prefix("words", prefix.lower())]
         top = heapq.nsmallest(PREFIX_EXPANSION_LIMIT, found, key=lambda x: (-x[0], x[1]))
-        return [t if isinstance(t, str) else t.decode() for _, t in top]
+        return [t for _, t in top]
 
-    def evaluate(self, r: Any, n: Any, hl: set[str], docs_of: Callable[[Any], set[int]],
+    def evaluate(self, r: Postings, n: Any, hl: set[str], docs_of: Callable[[Any], set[int]],
                  live: Callable[[], set[int]]) -> dict[int, float] | None:
         """Score every document matching a syntax node (None when the node analyses to
         nothing, e.g. a stop word).  ``docs_of(node)`` gives the documents of a metadata
@@ -290,7 +329,7 @@ class Ranker:
         if isinstance(n, sq.Prefix):
             stems = dict.fromkeys(self.an.stem(t) for t in self.prefix_terms(r, n.text))
             hl.update(stems)
-            return sq.add_scores([self.term_scores(r, TEXT, t) for t in stems])
+            return add_scores([self.term_scores(r, TEXT, t) for t in stems])
         if isinstance(n, (sq.FieldTerm, sq.DateRange)):
             return dict.fromkeys(docs_of(n), 0.5)
         if isinstance(n, sq.Not):
@@ -316,11 +355,11 @@ class Ranker:
         parts = [p for p in (self.evaluate(r, c, hl, docs_of, live) for c in n.items)
                  if p is not None]
         if not parts or isinstance(n, sq.Or):
-            return sq.add_scores(parts) if parts else None
+            return add_scores(parts) if parts else None
         both = set(parts[0]).intersection(*parts[1:])
         return {d: sum(p[d] for p in parts) for d in both}
 
-    def rank_syntax(self, r: Any, pq: sq.ParsedQuery, hl: set[str], allow: set[int] | None,
+    def rank_syntax(self, r: Postings, pq: sq.ParsedQuery, hl: set[str], allow: set[int] | None,
                     restrict: set[int] | None, want: int, docs_of: Callable[[Any], set[int]],
                     live: Callable[[], set[int]]) -> tuple[list, int, str]:
         """A query with operators: strict boolean meaning, ranked by score."""
@@ -330,7 +369,7 @@ class Ranker:
                       if (allow is None or d in allow) and not (restrict and d in restrict)}
         return self.top(r, scores, want), len(scores), "syntax"
 
-    def rank_natural(self, r: Any, pq: sq.ParsedQuery, hl: set[str], allow: set[int] | None,
+    def rank_natural(self, r: Postings, pq: sq.ParsedQuery, hl: set[str], allow: set[int] | None,
                      restrict: set[int] | None, want: int) -> tuple[list, int, str]:
         """Plain words and phrases: all-word matches first (see SearchConfig.natural)."""
         c = self.cfg
@@ -366,21 +405,20 @@ class Ranker:
             for a, b in dict.fromkeys(zip(seq, seq[1:])):
                 pair = self.phrase_scores(r, [a, b]) if a != b else {}
                 extras.append({d: v * c.pair_weight for d, v in pair.items()})
-        scores, first, mode = sq.combine_natural(units, extras, allow, restrict, c.natural,
+        scores, first, mode = combine_natural(units, extras, allow, restrict, c.natural,
                                                  c.all_boost)
         return self.top(r, scores, want, first), len(scores), mode
 
-    def suggest(self, r: Any, pq: sq.ParsedQuery, query: str) -> str | None:
+    def suggest(self, r: Postings, pq: sq.ParsedQuery, query: str) -> str | None:
         """The query with unknown words replaced by the closest indexed words, if any."""
         text = " ".join(pq.texts())
         fixes: dict[str, str] = {}
         for w in dict.fromkeys(self.an.tokens(text)):
             if len(w) < 3 or w.isdigit() or r.doc_frequency("words", w):
                 continue
-            found = [(sq.edit_distance(w, c), -df, c) for c, df in
+            found = [(edit_distance(w, c), -df, c) for c, df in
                      ((c, r.doc_frequency("words", c)) for c in
-                      (x if isinstance(x, str) else x.decode()
-                       for x in r.terms_within("words", w, 2, prefix=1))) if df]
+                      r.terms_within("words", w, 2, prefix=1)) if df]
             if found:
                 fixes[w] = min(found)[2]
         if not fixes:
@@ -389,11 +427,54 @@ class Ranker:
         return "".join(p if ":" in p else fix(p) for p in re.split(r"(\s+)", query))
 
 
-def hit(f: dict[str, Any], score: float, snippet: Callable[[str, str, str], str]) -> sq.SearchHit:
-    """A result from a document's stored fields."""
-    return sq.SearchHit(id=f.get("id", ""), path=f["path"], title=f.get("title", ""),
-                        tier=f.get("tier", ""), type=f.get("type", ""),
-                        tags=list(f.get("taglist") or []), score=round(float(score), 4),
-                        updated=f.get("updated_iso"),
-                        snippet=snippet(f.get("body", ""), f.get("title", ""),
-                                        f.get("context", "")))
+# --- ranking arithmetic for natural queries -------------------------------------------------
+
+def combine_natural(units: list[dict[int, float]], extras: list[dict[int, float]],
+                    allow: set[int] | None, restrict: set[int] | None, policy: str,
+                    all_boost: float) -> tuple[dict[int, float], set[int], str]:
+    """Per-word score maps -> (scores, documents to rank first, mode).
+
+    ``units`` hold one map per query word or phrase (a document matches when it is in any),
+    ``extras`` only add to documents the words matched (e.g. the date field).  ``allow`` and
+    ``restrict`` are the filter and the hidden documents.  Policies: ``all-first`` ranks the
+    documents containing every word first, ``all-then-any`` keeps only those when there are
+    any, ``all-boost`` multiplies their score by ``1 + all_boost``, ``any`` ranks by score."""
+    scores = add_scores(units)
+    if allow is not None or restrict:
+        scores = {d: v for d, v in scores.items()
+                  if (allow is None or d in allow) and not (restrict and d in restrict)}
+    for u in extras:
+        for d, v in u.items():
+            if d in scores:
+                scores[d] += v
+    everywhere = set(scores).intersection(*units[1:]) if len(units) > 1 else set(scores)
+    mode = "all-words" if everywhere else "any-words"
+    if policy == "all-then-any" and everywhere:
+        scores = {d: scores[d] for d in everywhere}
+    elif policy == "all-boost":
+        for d in everywhere:
+            scores[d] *= 1 + all_boost
+    return scores, (everywhere if policy == "all-first" else set()), mode
+
+
+def add_scores(maps: list[dict[int, float]]) -> dict[int, float]:
+    """The union of score maps, adding the scores of documents in several."""
+    if not maps:
+        return {}
+    out = dict(maps[0])
+    for m in maps[1:]:
+        for d, v in m.items():
+            out[d] = out.get(d, 0.0) + v
+    return out
+
+
+def group_prior(scores: dict[int, float], source: dict[int, str], weight: float,
+                depth: int) -> dict[int, float]:
+    """Add ``weight`` x (sum of the best ``depth`` scores of the document's group) to each
+    score: a hit among related hits (same conversation, same session) outranks a lone one."""
+    groups: dict[str, list[float]] = {}
+    for d, v in scores.items():
+        if source.get(d):
+            groups.setdefault(source[d], []).append(v)
+    best = {g: sum(sorted(v, reverse=True)[:depth]) for g, v in groups.items()}
+    return {d: v + weight * best[source[d]] if source.get(d) else v for d, v in scores.items()}

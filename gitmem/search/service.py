@@ -1,6 +1,6 @@
 """Keeping the search index in step with the vault, and searching it.
 
-Part of the :class:`~gitmem.vault.Vault` (a mixin).  The index (Whoosh, owned
+:class:`SearchService` owns the vault's search index.  The index (Whoosh, owned
 by :mod:`gitmem.search.index`) lives in ``.git/gitmem/index`` and is a cache of the
 files:
 
@@ -10,10 +10,10 @@ files:
   edit in Obsidian): every file is stat-ed (like ``git status``), only files
   whose size or mtime changed are re-read, and only documents whose content
   hash differs from the indexed one are re-indexed;
-* :meth:`IndexMixin.refresh` does the same for given paths (the watcher and
+* :meth:`SearchService.refresh` does the same for given paths (the watcher and
   long-lived servers call it; the git hooks only leave a mark, and the next
   process to open the index catches up);
-* :meth:`IndexMixin.reindex` rebuilds it from scratch.
+* :meth:`SearchService.reindex` rebuilds it from scratch.
 """
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from ..store.catalog import all_tags, id_from_blob
 from ..errors import InvalidInput, NotInstalled
-from ..store import safefs
-from ..store.git import FileChange, blob_id
 from ..memory.markdown import memory_links
-from ..memory.schema import path_id
+from .. import safefs
+from ..store.catalog import all_tags
+from ..store.git import blob_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from .as_of import AsOfSearch
     from ..memory.schema import Memory
     from .index import IndexDoc, SearchIndex, SearchPage
-    from ..vault import Vault
-    from .vectors import VectorStore
+    from ..store.reader import Reader
+    from ..store.storage import Storage
+    from .vectors import EmbedWorker, VectorStore
 
-__all__ = ["IndexMixin", "RefreshReport"]
+__all__ = ["SearchService", "RefreshReport"]
 
 _FILTER_KEYS = ("tier", "type", "tag", "scope", "agent", "status", "id", "entity", "source", "path",
                 "link", "created", "updated")
@@ -53,39 +53,43 @@ class RefreshReport:
         return {"indexed": self.indexed, "removed": self.removed, "problems": self.problems}
 
 
-class IndexMixin:
-    """Search-index methods of the Vault."""
+class SearchService:
+    """The vault's search index (a cache of the files), its history index for searches
+    as of a past commit, and its embedding vectors."""
 
-    _search_index: "SearchIndex | None" = None
-    _as_of: "AsOfSearch | None" = None
-    _vector_store: "VectorStore | None" = None
+    def __init__(self, store: "Storage", reader: "Reader") -> None:
+        self.store = store
+        self.reader = reader
+        self.open_index: "SearchIndex | None" = None   # None until first used
+        self._as_of: "AsOfSearch | None" = None
+        self._vector_store: "VectorStore | None" = None
 
     # ------------------------------------------------------------- the index
     @property
-    def index(self: "Vault") -> "SearchIndex":
+    def index(self) -> "SearchIndex":
         """The search index, opened (and caught up with the files) on first use."""
-        if self._search_index is None:
+        if self.open_index is None:
             from .index import SearchIndex
-            with self.lock.hold():
-                if self._search_index is None:
-                    index = SearchIndex(self.state_dir / "index")
-                    self._search_index = index
+            with self.store.lock.hold():
+                if self.open_index is None:
+                    index = SearchIndex(self.store.state_dir / "index")
+                    self.open_index = index
                     if index.needs_rebuild:
                         self._rebuild(index)
                     else:
                         self._catch_up(index)
-        return self._search_index
+        return self.open_index
 
     @property
-    def as_of_search(self: "Vault") -> "AsOfSearch":
+    def as_of_search(self) -> "AsOfSearch":
         """Searches of the vault as it was at a commit or date (``.git/gitmem/versions``)."""
         if self._as_of is None:
             from .as_of import AsOfSearch
-            self._as_of = AsOfSearch(self.git, self.state_dir / "versions", self.config.tiers,
-                                     self.memory_from_bytes, self._doc)
+            self._as_of = AsOfSearch(self.store.git, self.store.state_dir / "versions", self.store.config.tiers,
+                                     self.reader.memory_from_bytes, self.doc)
         return self._as_of
 
-    def _doc(self: "Vault", memory: "Memory", blob_hash: str, context: str | None = None) -> "IndexDoc":
+    def doc(self, memory: "Memory", blob_hash: str, context: str | None = None) -> "IndexDoc":
         """What the search index stores of a memory; ``context`` (what it answers or
         continues) is read from the files when not given."""
         from .index import IndexDoc
@@ -103,22 +107,22 @@ class IndexMixin:
             context=self._context_of(meta) if context is None else context,
             follows=_opt(meta.get("follows")))
 
-    def _context_of(self: "Vault", meta: Mapping[str, Any]) -> str:
+    def _context_of(self, meta: Mapping[str, Any]) -> str:
         """A memory's indexed context: its ``context`` field, then the title and text of
         the memory it ``follows`` (read from the files; empty when that one is gone)."""
         from .documents import context_text
         own, follows = _opt(meta.get("context")), _opt(meta.get("follows"))
-        for row in self.catalog.by_id(follows) if follows else ():
+        for row in self.store.catalog.by_id(follows) if follows else ():
             try:
-                data = safefs.read_or_none(self.root, row.path)
+                data = safefs.read_or_none(self.store.root, row.path)
             except PermissionError:
                 continue
             if data is not None:
-                before = self._read_file(row.path, data)
+                before = self.reader.read_file(row.path, data)
                 return context_text(own, before.title, before.body)
         return own or ""
 
-    def _with_followers(self: "Vault", index: "SearchIndex",
+    def _with_followers(self, index: "SearchIndex",
                         docs: list["IndexDoc"]) -> list["IndexDoc"]:
         """``docs`` and the documents of the memories that follow one of them: their
         context holds the text of the memory they follow, so they are re-indexed with it
@@ -127,27 +131,27 @@ class IndexMixin:
         more = [p for p in index.followers({d.id for d in docs if d.id}) if p not in paths]
         return docs + list(self._docs_for(more)) if more else docs
 
-    def _docs_for(self: "Vault", paths: Iterable[str]) -> Iterator["IndexDoc"]:
+    def _docs_for(self, paths: Iterable[str]) -> Iterator["IndexDoc"]:
         for path in paths:
             try:
-                data = safefs.read_or_none(self.root, path)
+                data = safefs.read_or_none(self.store.root, path)
             except PermissionError:
                 continue
             if data is not None:
-                yield self._doc(self._read_file(path, data), blob_id(data))
+                yield self.doc(self.reader.read_file(path, data), blob_id(data))
 
-    def _rebuild(self: "Vault", index: "SearchIndex",
+    def _rebuild(self, index: "SearchIndex",
                  progress: Callable[[int], None] | None = None) -> int:
-        self.scan()
-        count = index.rebuild(self._docs_for(row.path for row in self.catalog.all_rows()), progress)
-        head = self.git.head()
+        self.reader.scan()
+        count = index.rebuild(self._docs_for(row.path for row in self.store.catalog.all_rows()), progress)
+        head = self.store.git.head()
         index.set_state("commit", head.decode() if head else "")
         return count
 
-    def _catch_up(self: "Vault", index: "SearchIndex") -> RefreshReport:
+    def _catch_up(self, index: "SearchIndex") -> RefreshReport:
         """Re-index what differs between the files and the index (lock held)."""
-        self.scan()
-        on_disk = self.catalog.hashes()
+        self.reader.scan()
+        on_disk = self.store.catalog.hashes()
         indexed = index.indexed()
         report = RefreshReport(
             indexed=sorted(p for p, h in on_disk.items() if indexed.get(p) != h),
@@ -156,19 +160,19 @@ class IndexMixin:
             index.delete(report.removed)
         if report.indexed:
             index.upsert(self._with_followers(index, list(self._docs_for(report.indexed))))
-        head = self.git.head()
+        head = self.store.git.head()
         index.set_state("commit", head.decode() if head else "")
         return report
 
-    def _index_changes(self: "Vault", written: Mapping[str, tuple["Memory", str]],
+    def index_changes(self, written: Mapping[str, tuple["Memory", str]],
                        removed: Sequence[str], new: Sequence[str] = ()) -> None:
         """Index the memory files of a commit this Vault just made (lock held).
 
         ``written`` maps each written path to its parsed memory and blob id;
         ``new`` lists paths that did not exist before the commit (faster to add).
         """
-        if self._search_index is None:
-            if (self.state_dir / "index").exists():
+        if self.open_index is None:
+            if (self.store.state_dir / "index").exists():
                 # Opening catches up with the files on disk, this commit's included;
                 # indexing the changes again would add a second copy of new files.
                 self.index  # noqa: B018
@@ -177,25 +181,25 @@ class IndexMixin:
         if removed:
             index.delete(list(removed))
         if written:
-            docs = [self._doc(memory, blob_hash) for memory, blob_hash in written.values()]
+            docs = [self.doc(memory, blob_hash) for memory, blob_hash in written.values()]
             index.upsert(self._with_followers(index, docs), new=set(new))
 
     # ----------------------------------------------------------- front doors
-    def refresh(self: "Vault", paths: Iterable[str] | None = None) -> RefreshReport:
+    def refresh(self, paths: Iterable[str] | None = None) -> RefreshReport:
         """Bring the catalog and the search index up to date with the files.
 
         ``paths`` (vault-relative) limits the work to those files, as the
         watcher does; None checks the whole vault (cheap when little changed).
         """
-        with self.lock.hold():
+        with self.store.lock.hold():
             if paths is None:
                 report = self._catch_up(self.index)
             else:
-                wanted = sorted({p for p in paths if self.is_memory_path(p)})
-                changed, removed = self.scan_paths(wanted)
+                wanted = sorted({p for p in paths if self.store.is_memory_path(p)})
+                changed, removed = self.reader.scan_paths(wanted)
                 index = self.index
                 indexed = index.indexed()
-                hashes = self.catalog.hashes()
+                hashes = self.store.catalog.hashes()
                 report = RefreshReport(
                     indexed=[p for p in wanted if p in hashes and indexed.get(p) != hashes[p]],
                     removed=[p for p in wanted if p not in hashes and p in indexed])
@@ -204,20 +208,20 @@ class IndexMixin:
                 if report.indexed:
                     index.upsert(self._with_followers(index, list(self._docs_for(report.indexed))))
             for path in report.indexed:
-                row = self.catalog.row(path)
+                row = self.store.catalog.row(path)
                 if row is not None and row.problem:
                     report.problems[path] = row.problem
         return report
 
-    def reindex(self: "Vault", progress: Callable[[int], None] | None = None) -> int:
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the search index from the files; returns the number of memories."""
         from .index import SearchIndex
-        with self.lock.hold():
-            index = self._search_index or SearchIndex(self.state_dir / "index")
-            self._search_index = index
+        with self.store.lock.hold():
+            index = self.open_index or SearchIndex(self.store.state_dir / "index")
+            self.open_index = index
             return self._rebuild(index, progress)
 
-    def search(self: "Vault", query: str, *, limit: int = 10, offset: int = 0,
+    def search(self, query: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False, as_of: str | None = None,
                progress: Callable[[int, int], None] | None = None, hybrid: bool | None = None,
                **filters: str | Sequence[str] | None) -> "SearchPage":
@@ -268,11 +272,37 @@ class IndexMixin:
         if page.hits:
             # Retrievals reinforce memories at the next reflect; counted outside the
             # tracked tree so reading never makes a commit.
-            with self.lock.threads(), self.catalog.transaction():   # one transaction per search
-                self.catalog.add_retrievals([h.id for h in page.hits], int(self.clock().timestamp()))
+            with self.store.lock.threads(), self.store.catalog.transaction():   # one transaction per search
+                self.store.catalog.add_retrievals([h.id for h in page.hits], int(self.store.clock().timestamp()))
         return page
 
-    def _vectors_for_search(self: "Vault", hybrid: bool | None) -> "VectorStore | None":
+    def list_as_of(self, as_of: str, want: dict[str, set[str]], need_tags: set[str],
+                   limit: int | None) -> list["Memory"]:
+        """The memories of the vault as it was at commit or date ``as_of`` passing the
+        filters of :func:`~gitmem.store.reader.listing_filters` (bodies not loaded)."""
+        from ..memory.schema import Memory
+        from ..store.catalog import tag_key
+        from ..store.reader import matches_filters
+        _, files = self.as_of_search.memory_files(as_of)
+        entries = (Memory(m.path, m.meta, "", m.problems) for m in
+                   (self.reader.memory_from_bytes(path, data) for path, data in files)
+                   if need_tags <= {tag_key(t) for t in all_tags(m.meta, m.body)})
+        return matches_filters(entries, want, limit)
+
+    def start_embedding(self, log: Callable[[str], None] | None = None) -> "EmbedWorker | None":
+        """Keep the vectors current in a background thread when the vault has vectors
+        and the ``embed`` extra is installed (None otherwise)."""
+        from .vectors import start_embed_worker
+        return start_embed_worker(self.store, self.reader, self.refresh, log)
+
+    def close(self) -> None:
+        """Close the open indexes (lock held)."""
+        if self.open_index is not None:
+            self.open_index.close()
+        if self._as_of is not None:
+            self._as_of.close()
+
+    def _vectors_for_search(self, hybrid: bool | None) -> "VectorStore | None":
         """The vector store when a search should be hybrid (see :meth:`search`), else None."""
         if hybrid is False:
             return None
@@ -284,13 +314,13 @@ class IndexMixin:
         store = self._vectors()
         return store if store.exists() else None
 
-    def _vectors(self: "Vault") -> "VectorStore":
+    def _vectors(self) -> "VectorStore":
         if self._vector_store is None:
             from .vectors import VectorStore, vector_dir
-            self._vector_store = VectorStore(vector_dir(self))
+            self._vector_store = VectorStore(vector_dir(self.store.state_dir))
         return self._vector_store
 
-    def embed(self: "Vault", *, rebuild: bool = False,
+    def embed(self, *, rebuild: bool = False,
               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Compute the embedding vectors of new and changed memories for hybrid search
         (a cache in ``.git/gitmem/vectors/``; ``rebuild`` drops every stored vector
@@ -304,124 +334,9 @@ class IndexMixin:
         if rebuild:
             store.drop()
         embedder = get_embedder()
-        count = embed_pending(self, embedder, progress)
+        count = embed_pending(self.store, self.reader, self.refresh, embedder, progress)
         return {"embedded": count, "vectors": len(store.stored()), "model": MODEL_NAME,
                 "backend": embedder.backend, "path": str(store.file)}
-
-    # ------------------------------------------------------- outside edits
-    def outside_changes(self: "Vault", paths: Iterable[str] | None = None) -> list[FileChange]:
-        """Memory files whose content differs from HEAD (edited outside gitmem)."""
-        if paths is None:
-            self.scan()
-            head_files = {p: s.decode() for p, s in self.git.list_tree(self.git.head()).items()
-                          if self.is_memory_path(p)}
-            candidates = set(head_files) | set(self.catalog.hashes())
-        else:
-            candidates = {p for p in paths if self.is_memory_path(p)}
-            self.scan_paths(sorted(candidates))
-            head = self.git.head()
-            head_files = {}
-            for p in candidates:
-                sha = self.git.blob_sha_at(head, p)
-                if sha is not None:
-                    head_files[p] = sha.decode()
-        hashes = self.catalog.hashes()
-        changes = []
-        for path in sorted(candidates):
-            if path in hashes and hashes[path] != head_files.get(path):
-                data = safefs.read_or_none(self.root, path)
-                if data is not None:
-                    changes.append(FileChange(path, data))
-                elif not safefs.is_symlink_on_the_way(self.root, path):
-                    changes.append(FileChange(path, None))
-            elif (path not in hashes and path in head_files
-                  and not safefs.is_symlink_on_the_way(self.root, path)
-                  and safefs.lstat(self.root, path) is None):
-                changes.append(FileChange(path, None))
-        return changes
-
-    def commit_outside_edits(self: "Vault", paths: Iterable[str] | None = None,
-                             author: Any = None, reason: str | None = None) -> str | None:
-        """Commit memory files edited outside gitmem, as one commit authored by
-        the vault's ``user`` (from ``.gitmem.yaml``); the files are not touched.
-        ``reason`` is added to the subject in parentheses (``edit: <title> (outside edit)``).
-
-        Returns the commit id, or None when nothing differs from HEAD.
-        """
-        with self.lock.hold():
-            changes = self.outside_changes(paths)
-            # A file the write checks refuse (a secret, a name clash) stays on disk
-            # uncommitted and is reported; the others are committed.
-            refused = self.git.checks.refusals(self.git, changes, "person", self.git.head()) \
-                if self.git.checks is not None else {}
-            self.outside_refused = {path: exc.message for path, exc in refused.items()}
-            changes = [c for c in changes if c.path not in refused]
-            if not changes:
-                return None
-            head = self.git.head()
-            renamed = self._outside_renames(changes, head)
-            renamed_from = {old for old, _ in renamed.values()}
-            touched = []
-            for change in changes:
-                if change.path in renamed_from:
-                    continue  # the memory lives on under its new name (below)
-                if change.data is None:
-                    prior = self.git.read_at(head, change.path) or b""
-                    touched.append((id_from_blob(prior) or self._plain_id(change.path), None, "edit"))
-                else:
-                    touched.append((self._read_file(change.path, change.data).id, change.path, "edit"))
-            if len(changes) == 1:
-                only = changes[0]
-                what = self._read_file(only.path, only.data).title if only.data is not None else only.path
-                subject = f"edit: {what}" + (" (removed)" if only.data is None else "")
-            elif len(changes) == 2 and len(renamed) == 1:
-                new_path, (old_path, _) = next(iter(renamed.items()))
-                subject = f"edit: {self._read_file(new_path, changes[0].data or changes[1].data).title}" \
-                    f" (renamed from {old_path.rsplit('/', 1)[-1]})"
-            else:
-                subject = f"edit: {len(changes)} memories changed outside gitmem"
-            if reason:
-                subject += f" ({reason})"
-            listing = "\n".join(
-                (f"R {renamed[c.path][0]} -> {c.path}" if c.path in renamed else
-                 f"{'D' if c.data is None else ('M' if self.git.blob_sha_at(head, c.path) else 'A')} {c.path}")
-                for c in changes if c.path not in renamed_from)
-            who = self._author(author) if author else self.config.user
-            try:
-                done = self._commit(changes, subject, "edit", touched, author=who, body=listing,
-                                    write_worktree=False, origin="person")
-            except BaseException:
-                for new_path, (_, before) in renamed.items():   # the rename is not recorded
-                    self.catalog.set_inherited_id(new_path, before)
-                raise
-        return done.sha
-
-    def _outside_renames(self: "Vault", changes: Sequence[FileChange], head: bytes | None
-                         ) -> dict[str, tuple[str, str | None]]:
-        """Files without an ``id:`` that a person renamed (Obsidian renames a note by
-        renaming its file): new path -> (old path, the id it inherited before).  The new
-        path is recorded as the old one's memory, so it keeps its id and history; the
-        file itself is not touched.  Pairs are found as git finds renames."""
-        gone: dict[str, bytes] = {}
-        added: dict[str, bytes] = {}
-        for change in changes:
-            if change.data is None:
-                prior = self.git.read_at(head, change.path) if head else None
-                if prior is not None and id_from_blob(prior) is None:
-                    gone[change.path] = prior
-            elif id_from_blob(change.data) is None and (head is None or
-                                                         self.git.blob_sha_at(head, change.path) is None):
-                added[change.path] = change.data
-        if not gone or not added:
-            return {}
-        from ..ops.history import rename_pairs
-        out: dict[str, tuple[str, str | None]] = {}
-        with self.catalog.transaction():
-            for old, new in rename_pairs(gone, added):
-                memory_id = self._plain_id(old)
-                out[new] = (old, self.catalog.inherited_id(new))
-                self.catalog.set_inherited_id(new, memory_id)
-        return out
 
 
 def _opt(value: Any) -> str | None:

@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from .embedding import Embedder
-    from ..vault import Vault
+    from ..store.reader import Reader
+    from ..store.storage import Storage
 
 __all__ = ["VectorStore", "embed_text", "vector_keys", "memory_text", "embed_pending", "forget_removed", "EmbedWorker",
            "start_embed_worker", "vector_dir"]
@@ -37,9 +38,9 @@ _FILE = "vectors.npz"
 SAVE_EVERY = 512
 
 
-def vector_dir(vault: "Vault") -> Path:
+def vector_dir(state_dir: Path) -> Path:
     """Where a vault's vectors live (inside ``.git``: never tracked, never synced)."""
-    return vault.state_dir / "vectors"
+    return state_dir / "vectors"
 
 
 def embed_text(title: str, body: str, context: str = "") -> str:
@@ -50,13 +51,13 @@ def embed_text(title: str, body: str, context: str = "") -> str:
     return f"{own}\n{context}" if context else own
 
 
-def vector_keys(vault: "Vault") -> dict[str, tuple[str, str | None]]:
+def vector_keys(store: "Storage") -> dict[str, tuple[str, str | None]]:
     """``path -> (key, path of the memory it follows)`` for every memory.  The key says
     what its vector is computed from: its file's content hash, plus that of the memory
     it ``follows`` (whose text is part of its context), so editing either makes the
     vector stale.  ``follows`` names a memory by id, as the search index reads it."""
-    with vault.lock.threads():      # one SQLite connection, shared with writing threads
-        rows = list(vault.catalog.all_rows())
+    with store.lock.threads():      # one SQLite connection, shared with writing threads
+        rows = list(store.catalog.all_rows())
     by_id = {r.id: r for r in rows}
     out: dict[str, tuple[str, str | None]] = {}
     for r in rows:
@@ -67,14 +68,14 @@ def vector_keys(vault: "Vault") -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def memory_text(vault: "Vault", path: str, followed: str | None = None) -> str:
+def memory_text(reader: "Reader", path: str, followed: str | None = None) -> str:
     """The text embedded for the memory at ``path`` whose ``follows`` names the memory
     at ``followed`` (see :func:`embed_text`)."""
-    memory = vault.get(path)
+    memory = reader.get(path)
     before = None
     if followed:
         try:
-            before = vault.get(followed)
+            before = reader.get(followed)
         except GitmemError:         # the memory it follows is gone: no context from it
             before = None
     own = memory.meta.get("context")
@@ -176,20 +177,21 @@ class VectorStore:
             self._stamp = None
 
 
-def forget_removed(vault: "Vault") -> None:
+def forget_removed(store: "Storage") -> None:
     """Drop the vectors of memories that are gone or changed (after ``gitmem purge``:
     no vector of purged text stays behind).  Without numpy the cache cannot be read,
     so it is deleted whole (it is rebuilt by ``gitmem embed``)."""
-    store = VectorStore(vector_dir(vault))
-    if not store.exists():
+    vectors = VectorStore(vector_dir(store.state_dir))
+    if not vectors.exists():
         return
     try:
-        store.prune({p: key for p, (key, _) in vector_keys(vault).items()})
+        vectors.prune({p: key for p, (key, _) in vector_keys(store).items()})
     except ImportError:
-        store.drop()
+        vectors.drop()
 
 
-def embed_pending(vault: "Vault", embedder: "Embedder | None" = None,
+def embed_pending(store: "Storage", reader: "Reader", refresh: Callable[[], object],
+                  embedder: "Embedder | None" = None,
                   progress: Callable[[int, int], None] | None = None,
                   should_stop: Callable[[], bool] = lambda: False) -> int:
     """Compute the vectors of the vault's memories that have none (new or changed since),
@@ -197,14 +199,14 @@ def embed_pending(vault: "Vault", embedder: "Embedder | None" = None,
     ``progress(done, total)`` is called after each saved batch; ``should_stop()``
     ends the work early (what is done so far is kept)."""
     from .embedding import get_embedder
-    vault.refresh()
-    plan = vector_keys(vault)
+    refresh()
+    plan = vector_keys(store)
     current = {p: key for p, (key, _) in plan.items()}
-    store = VectorStore(vector_dir(vault))
-    stored = store.stored() if store.exists() else {}
+    vectors = VectorStore(vector_dir(store.state_dir))
+    stored = vectors.stored() if vectors.exists() else {}
     todo = sorted(p for p, h in current.items() if stored.get(p) != h)
     if len(stored) != len(current) or todo:
-        store.prune(current)
+        vectors.prune(current)
     if not todo:
         return 0
     embedder = embedder or get_embedder()
@@ -215,13 +217,13 @@ def embed_pending(vault: "Vault", embedder: "Embedder | None" = None,
         batch: dict[str, tuple[str, str]] = {}
         for path in todo[start:start + SAVE_EVERY]:
             try:
-                batch[path] = (current[path], memory_text(vault, path, plan[path][1]))
+                batch[path] = (current[path], memory_text(reader, path, plan[path][1]))
             except GitmemError:     # a file gone or unreadable meanwhile: skipped
                 continue
         if not batch:
             continue
         vecs = embedder.embed([text for _, text in batch.values()])
-        store.save({p: (h, vecs[i]) for i, (p, (h, _)) in enumerate(batch.items())})
+        vectors.save({p: (h, vecs[i]) for i, (p, (h, _)) in enumerate(batch.items())})
         done += len(batch)
         if progress:
             progress(done, len(todo))
@@ -234,9 +236,9 @@ class EmbedWorker:
     MCP server's follower and ``gitmem watch`` when the ``embed`` extra is installed;
     never raises (problems go to ``log``)."""
 
-    def __init__(self, vault: "Vault", interval: float = 5.0,
-                 log: Callable[[str], None] | None = None) -> None:
-        self.vault = vault
+    def __init__(self, store: "Storage", reader: "Reader", refresh: Callable[[], object],
+                 interval: float = 5.0, log: Callable[[str], None] | None = None) -> None:
+        self.store, self.reader, self.refresh = store, reader, refresh
         self.interval = interval
         self._log = log or (lambda msg: None)
         self._wake = threading.Event()
@@ -265,10 +267,11 @@ class EmbedWorker:
         seen: dict[str, str] | None = None
         while not self._stop.is_set():
             try:
-                with self.vault.lock.threads():
-                    now = self.vault.catalog.hashes()
+                with self.store.lock.threads():
+                    now = self.store.catalog.hashes()
                 if now != seen:         # something changed: look for what to embed
-                    self.embedded += embed_pending(self.vault, should_stop=self._stop.is_set)
+                    self.embedded += embed_pending(self.store, self.reader, self.refresh,
+                                                   should_stop=self._stop.is_set)
                     seen = now
             except Exception as exc:  # noqa: BLE001 - the worker must outlive a bad moment
                 self._log(f"embedding failed: {exc} (retrying in {self.interval:.0f}s)")
@@ -276,11 +279,12 @@ class EmbedWorker:
             self._wake.clear()
 
 
-def start_embed_worker(vault: "Vault", log: Callable[[str], None] | None = None) -> EmbedWorker | None:
-    """An :class:`EmbedWorker` for ``vault``, started, when the ``embed`` extra is
+def start_embed_worker(store: "Storage", reader: "Reader", refresh: Callable[[], object],
+                       log: Callable[[str], None] | None = None) -> EmbedWorker | None:
+    """An :class:`EmbedWorker` for the vault, started, when the ``embed`` extra is
     installed and the vault has vectors (``gitmem embed`` was run once: a vault is
     never embedded behind its owner's back); None otherwise, with nothing imported."""
     from .embedding import available
-    if not VectorStore(vector_dir(vault)).exists() or not available():
+    if not VectorStore(vector_dir(store.state_dir)).exists() or not available():
         return None
-    return EmbedWorker(vault, log=log).start()
+    return EmbedWorker(store, reader, refresh, log=log).start()

@@ -20,6 +20,7 @@ import os
 import time
 import re
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -566,6 +567,25 @@ class Catalog:
             "SELECT commit_sha, path, op, time FROM touches WHERE id=? ORDER BY seq", (memory_id,))
         return [Touch(*r) for r in rows]
 
+    def all_touches(self) -> list[tuple[str, Touch]]:
+        """Every (memory id, touch) recorded, in commit order: one scan of the table."""
+        rows = self.db.execute("SELECT id, commit_sha, path, op, time FROM touches ORDER BY seq")
+        return [(r[0], Touch(*r[1:])) for r in rows]
+
+    def quick_check(self) -> bool:
+        """True if SQLite finds the cache file sound."""
+        return self.db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+
+    def forget_files(self) -> None:
+        """Drop every file row (the next scan reads every file again)."""
+        self.db.execute("DELETE FROM files")
+
+    def compact(self) -> None:
+        """Rewrite the database without free pages and empty its write-ahead log, so no
+        deleted text stays on disk (after a purge)."""
+        self.db.execute("VACUUM")
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def last_path(self, memory_id: str) -> str | None:
         row = self.db.execute(
             "SELECT path FROM touches WHERE id=? AND path IS NOT NULL ORDER BY seq DESC LIMIT 1",
@@ -582,7 +602,19 @@ class Catalog:
         self.set("history_tip", None)
 
     def transaction(self) -> "_Tx":
+        """All changes inside are committed together (or none, on an exception)."""
         return _Tx(self.db)
+
+    @contextmanager
+    def what_if(self) -> Iterator[None]:
+        """Changes made inside are seen by reads inside, then undone: how the catalog
+        would look after a commit that is not made yet (MEMORY.md is rendered so)."""
+        self.db.execute("SAVEPOINT what_if")
+        try:
+            yield
+        finally:
+            self.db.execute("ROLLBACK TO what_if")
+            self.db.execute("RELEASE what_if")
 
 
 class _Tx:

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Literal, Mapping, Protocol, Sequence
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -34,32 +34,38 @@ from dulwich.index import index_entry_from_stat
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
-from . import safefs
+from .. import safefs
 from ..config import Identity
 from ..errors import Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
 from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport, run_in_child
+from .changes import FileChange
 from .recovery import PendingObjects, begin_write, drop_objects, end_write, index_writing
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..write.checks import Origin, WriteChecks
+__all__ = ["GitStore", "FileChange", "CommitInfo", "PathChange", "ChangeChecks", "Origin", "blob_id",
+           "RENAME_OP_TRAILER"]
 
-__all__ = ["GitStore", "FileChange", "CommitInfo", "PathChange", "blob_id", "RENAME_OP_TRAILER"]
+#: Who made the content of a commit: the checks differ (an agent's secret is refused,
+#: a person's edit is committed as theirs, a remote's files are checked as they arrive).
+Origin = Literal["agent", "person", "remote", "generated"]
+
+
+class ChangeChecks(Protocol):
+    """What the store runs on every commit and fast-forward before any object is
+    stored (the vault's write checks, :class:`gitmem.write.checks.WriteChecks`)."""
+
+    def prepare(self, changes: Sequence["FileChange"], generated: Collection[str]) -> list["FileChange"]:
+        """The changes as they will be stored (a ``redact`` policy rewrites secrets)."""
+
+    def __call__(self, store: "GitStore", changes: Sequence["FileChange"], origin: Origin,
+                 parent: bytes | None, generated: Collection[str]) -> None:
+        """Raise if a change may not be stored."""
+
+    def refusals(self, store: "GitStore", changes: Sequence["FileChange"], origin: Origin,
+                 parent: bytes | None, generated: Collection[str] = ()) -> dict[str, Any]:
+        """The changes that would be refused (path -> the error), without raising."""
 
 FILE_MODE = 0o100644
 BRANCH = b"refs/heads/main"
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """Set ``path`` to ``data`` (bytes), or delete it (``data is None``).
-
-    ``moved_from`` names the path this file is moved from (deleted by another change
-    of the same write): the commit is then preceded by a pure-rename commit, so
-    ``git log --follow`` keeps the file's history however much its text changes."""
-
-    path: str
-    data: bytes | None
-    moved_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ def _look_twice(store: Any) -> None:
 class GitStore:
     """The vault's git repository: reading trees and blobs, making commits."""
 
-    def __init__(self, root: Path, checks: "WriteChecks | None" = None) -> None:
+    def __init__(self, root: Path, checks: ChangeChecks | None = None) -> None:
         self.root = root
         # Run on every commit and fast-forward before any object is stored (gitmem.write.checks);
         # the path gate itself (safefs) applies even without them.
@@ -304,7 +310,7 @@ class GitStore:
     def commit_files(self, changes: Sequence[FileChange], message: str, author: Identity,
                      when: float | None = None, committer: Identity | None = None,
                      write_worktree: bool = True, merge_parents: Sequence[bytes] = (),
-                     generated: Collection[str] = (), origin: "Origin" = "agent",
+                     generated: Collection[str] = (), origin: Origin = "agent",
                      expected: Mapping[str, str | None] | None = None) -> bytes:
         """Write ``changes`` to the working tree and commit them as one commit.
 
@@ -458,7 +464,7 @@ class GitStore:
         blob_ids = [None if c.data is None else Blob.from_string(c.data).id for c in changes]
         self._queue_index(changes, blob_ids, backups)
 
-    def _check(self, changes: Sequence[FileChange], origin: "Origin", parent: bytes | None,
+    def _check(self, changes: Sequence[FileChange], origin: Origin, parent: bytes | None,
                generated: Collection[str]) -> None:
         """The path gate on every change, then the vault's write checks."""
         for change in changes:

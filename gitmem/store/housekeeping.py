@@ -48,6 +48,7 @@ from dulwich.objects import Commit, ShaFile, Tree, hex_to_sha
 from dulwich.pack import (OFS_DELTA, REF_DELTA, Pack, UnpackedObject, apply_delta, create_delta,
                           write_pack_data, write_pack_index)
 
+from .purged import PURGED
 from .locking import try_flock
 
 __all__ = ["Housekeeper", "HousekeepingReport", "loose_object_count", "LOOSE_THRESHOLD",
@@ -73,8 +74,7 @@ RETIRED = "retired-packs.json"  # packs a merge replaced -> when (kept RETIRED_G
 # and open it only now (a sync building a pack, a reader that has not looked again).
 RETIRED_GRACE = 900.0
 WRITE_JOURNAL = "write-journal"    # gitmem.store.recovery's journal of the write under way
-PURGE_JOURNAL = "purge-journal"    # gitmem.ops.purge's journal and record of rewritten history
-PURGED = "purged.json"
+PURGE_JOURNAL = "purge-journal"    # gitmem.upkeep.purge's journal and record of rewritten history
 TEMP_PREFIX = "tmp_gitmem_"
 # Delta search: each object is compared with the previous version of its path among
 # the previous WINDOW objects (sorted by type, path, newest first); chains stay at

@@ -1,7 +1,6 @@
 """Reading memories: finding files, parsing them, resolving references, listing.
 
-Part of the :class:`~gitmem.vault.Vault` (a mixin, in its own module for size).
-Reading never takes the vault lock and never writes a memory file; it only
+:class:`Reader` is the vault's read side, used by every other service.  Reading never takes the vault lock and never writes a memory file; it only
 refreshes the private catalog cache, re-parsing files whose size or mtime
 changed since it last looked.
 """
@@ -12,18 +11,18 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any, Iterable
 
-from . import safefs
-from .catalog import FileRow, all_tags, tag_key
+from .. import safefs
+from .catalog import FileRow, tag_key
 from .git import blob_id
 from ..errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
 from ..memory.markdown import ParsedFile, decode, parse_text, wikilink_target
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part
-from ..memory.schema import Memory, clean_metadata, derive
+from ..memory.schema import Memory, clean_metadata, derive, path_id
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..vault import Vault
+    from .storage import Storage
 
-__all__ = ["ReadMixin", "row_fields"]
+__all__ = ["Reader", "row_fields", "matches_filters", "listing_filters"]
 
 
 def row_fields(memory: Memory) -> tuple[dict[str, Any], str | None, str]:
@@ -32,153 +31,161 @@ def row_fields(memory: Memory) -> tuple[dict[str, Any], str | None, str]:
             memory.body)
 
 
-class ReadMixin:
-    """Read methods of the Vault."""
+class Reader:
+    """Finds, parses and lists the memories of one vault (never writes a memory file)."""
 
-    def _disk_files(self: "Vault") -> dict[str, os.stat_result]:
+    def __init__(self, store: "Storage") -> None:
+        self.store = store
+        self.scanned = False   # the catalog has been compared with the disk once
+
+    def disk_files(self) -> dict[str, os.stat_result]:
         """Every memory file in the tier folders -> its stat (no parsing).
 
         Symbolic links are never followed: a linked note or folder is left out
         (:meth:`refused_links` lists them for ``gitmem doctor``)."""
         found: dict[str, os.stat_result] = {}
-        for tier in self.config.tiers:
-            for rel, st in safefs.walk_files(self.root, tier, skip_dir=is_hidden_part):
+        for tier in self.store.config.tiers:
+            for rel, st in safefs.walk_files(self.store.root, tier, skip_dir=is_hidden_part):
                 if rel.endswith(".md") and not rel.rsplit("/", 1)[-1].startswith("."):
                     found[rel] = st
         return found
 
-    def refused_links(self: "Vault") -> list[str]:
+    def refused_links(self) -> list[str]:
         """Symbolic links in the tier folders (and a linked tier folder itself), and file
         names that are not valid UTF-8: gitmem never reads, follows or commits them."""
         links: list[str] = []
-        for tier in self.config.tiers:
-            for _ in safefs.walk_files(self.root, tier, links=links, skip_dir=is_hidden_part):
+        for tier in self.store.config.tiers:
+            for _ in safefs.walk_files(self.store.root, tier, links=links, skip_dir=is_hidden_part):
                 pass
         for name in (MEMORY_MD, ".gitmem.yaml"):
-            if safefs.is_symlink_on_the_way(self.root, name):
+            if safefs.is_symlink_on_the_way(self.store.root, name):
                 links.append(name)
         # A name that is not UTF-8 is shown with its bytes escaped, so it can be printed.
         return sorted(p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in links)
 
-    def _load_row(self: "Vault", path: str, data: bytes | None = None
+    def _load_row(self, path: str, data: bytes | None = None
                   ) -> tuple[str, dict[str, Any], str | None, str, str] | None:
         """(id, meta without id, problem, body, blob id) of one file, for the catalog."""
         if data is None:
-            data = safefs.read_or_none(self.root, path)
+            data = safefs.read_or_none(self.store.root, path)
             if data is None:
                 return None
-        memory = self._read_file(path, data)
+        memory = self.read_file(path, data)
         return (memory.id, *row_fields(memory), blob_id(data))
 
-    def _read_file(self: "Vault", path: str, data: bytes | None = None) -> Memory:
+    def read_file(self, path: str, data: bytes | None = None) -> Memory:
         """Parse one memory file (from disk, or ``data``) without ever writing it."""
-        return self._read_parsed(path, data)[0]
+        return self.read_parsed(path, data)[0]
 
-    def _read_parsed(self: "Vault", path: str, data: bytes | None = None) -> tuple[Memory, "ParsedFile"]:
+    def read_parsed(self, path: str, data: bytes | None = None) -> tuple[Memory, "ParsedFile"]:
         """:meth:`_read_file` plus the parsed file (raw frontmatter blocks, for rewriting)."""
         if data is None:
-            data = safefs.read_bytes(self.root, path)
+            data = safefs.read_bytes(self.store.root, path)
         parsed, problems = _parse(data)
-        meta = derive(path, parsed.meta, parsed.body, tiers=self.config.tiers,
+        meta = derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers,
                       inherited_id=self._inherited_id(path, parsed.meta))
         return Memory(path, meta, parsed.body, problems), parsed
 
-    def memory_from_bytes(self: "Vault", path: str, data: bytes) -> Memory:
+    def memory_from_bytes(self, path: str, data: bytes) -> Memory:
         """A memory file's bytes (from any commit) read as a fresh vault reads them: no
         id is inherited from a name the file had before (unlike a file on disk)."""
         parsed, problems = _parse(data)
-        return Memory(path, derive(path, parsed.meta, parsed.body, tiers=self.config.tiers),
+        return Memory(path, derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers),
                       parsed.body, problems)
 
-    def _inherited_id(self: "Vault", path: str, meta: dict[str, Any]) -> str | None:
+    def _inherited_id(self, path: str, meta: dict[str, Any]) -> str | None:
         """The id a file without an ``id:`` keeps from the name it had before a person
-        renamed it (see :meth:`IndexMixin.commit_outside_edits`); None otherwise."""
+        renamed it (see :meth:`WritePipeline.commit_outside_edits`); None otherwise."""
         written = meta.get("id")
         if isinstance(written, str) and written.strip():
             return None
-        return self.catalog.inherited_id(path)
+        return self.store.catalog.inherited_id(path)
 
-    def scan(self: "Vault") -> tuple[list[str], list[str]]:
+    def plain_id(self, path: str) -> str:
+        """The id of a file at ``path`` with no ``id:`` in its frontmatter."""
+        return self.store.catalog.inherited_id(path) or path_id(path)
+
+    def scan(self) -> tuple[list[str], list[str]]:
         """Re-read changed files into the catalog; returns (changed, removed) paths."""
-        with self.lock.threads():  # not inside another thread's catalog transaction
-            result = self.catalog.scan(self._disk_files(), self._load_row)
-        self._scanned = True
+        with self.store.lock.threads():  # not inside another thread's catalog transaction
+            result = self.store.catalog.scan(self.disk_files(), self._load_row)
+        self.scanned = True
         return result
 
-    def scan_paths(self: "Vault", paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    def scan_paths(self, paths: Iterable[str]) -> tuple[list[str], list[str]]:
         """Like :meth:`scan` for just these vault-relative paths."""
-        wanted = [p for p in paths if self.is_memory_path(p)]
+        wanted = [p for p in paths if self.store.is_memory_path(p)]
         present: dict[str, os.stat_result] = {}
         for path in wanted:
             try:
-                st = safefs.lstat(self.root, path)
+                st = safefs.lstat(self.store.root, path)
             except (OSError, UnsafePath):
                 continue
             if st is not None and stat.S_ISREG(st.st_mode):
                 present[path] = st
-        with self.lock.threads():  # not inside another thread's catalog transaction
-            return self.catalog.scan(present, self._load_row, only=wanted)
+        with self.store.lock.threads():  # not inside another thread's catalog transaction
+            return self.store.catalog.scan(present, self._load_row, only=wanted)
 
-    def _ensure_scanned(self: "Vault") -> None:
-        if not self._scanned:
+    def ensure_scanned(self) -> None:
+        if not self.scanned:
             self.scan()
 
-    def _fresh_row(self: "Vault", row: FileRow) -> bool:
+    def fresh_row(self, row: FileRow) -> bool:
         try:
-            st = safefs.lstat(self.root, row.path)
+            st = safefs.lstat(self.store.root, row.path)
         except (OSError, UnsafePath):
             return False
         if st is None or not stat.S_ISREG(st.st_mode):
             return False
-        return self.catalog.stat_of(row.path) == (st.st_mtime_ns, st.st_size)
+        return self.store.catalog.stat_of(row.path) == (st.st_mtime_ns, st.st_size)
 
-    def _lookup(self: "Vault", ref: str) -> list[FileRow]:
+    def _lookup(self, ref: str) -> list[FileRow]:
         ref = ref.strip()
         if ref.startswith("[[") and ref.endswith("]]"):
-            return self._link_rows(wikilink_target(ref))
+            return self.link_rows(wikilink_target(ref))
         if "/" in ref or "\\" in ref:
             rel = check_relpath(ref)
-            row = self.catalog.row(rel)
+            row = self.store.catalog.row(rel)
             if row:
                 return [row]
-            rows = self._link_rows(ref)  # a path as an Obsidian link names it, or a title with "/"
+            rows = self.link_rows(ref)  # a path as an Obsidian link names it, or a title with "/"
         else:
-            rows = self.catalog.by_id(ref)
+            rows = self.store.catalog.by_id(ref)
             if not rows and ref.endswith(".md"):
-                rows = self.catalog.by_stem(ref[:-3])
+                rows = self.store.catalog.by_stem(ref[:-3])
             if not rows:
-                rows = self.catalog.by_stem(ref)
+                rows = self.store.catalog.by_stem(ref)
             if not rows:
-                rows = self.catalog.by_title(ref)
+                rows = self.store.catalog.by_title(ref)
             if not rows:
-                rows = self.catalog.by_alias(ref)
+                rows = self.store.catalog.by_alias(ref)
             if not rows and len(ref) >= 4 and all(c in "0123456789abcdef-" for c in ref.lower()):
-                rows = self.catalog.by_id_prefix(ref.lower())
+                rows = self.store.catalog.by_id_prefix(ref.lower())
         if not rows:
             target = wikilink_target(ref)   # "[[x|label]]", "x#heading", "x#^block"
             if target and target != ref:
-                rows = self._link_rows(target)
+                rows = self.link_rows(target)
         return rows
 
-    def _link_rows(self: "Vault", target: str) -> list[FileRow]:
+    def link_rows(self, target: str) -> list[FileRow]:
         """The memories an Obsidian ``[[target]]`` names (``target`` without its ``|label``
         or ``#heading``), case-insensitively: an id, a path (``.md`` optional, from the
         vault root or a tier folder), a file name, a title, then an alias."""
         target = target.strip()
         if not target:
             return []
-        rows = self.catalog.by_id(target)
+        rows = self.store.catalog.by_id(target)
         if not rows and ("/" in target or "\\" in target):
-            rows = self.catalog.by_link_path(target, self.config.tiers)
+            rows = self.store.catalog.by_link_path(target, self.store.config.tiers)
         if not rows:
-            rows = self.catalog.by_stem(target[:-3] if target.lower().endswith(".md") else target)
+            rows = self.store.catalog.by_stem(target[:-3] if target.lower().endswith(".md") else target)
         if not rows:
-            rows = self.catalog.by_title(target)
+            rows = self.store.catalog.by_title(target)
         if not rows:
-            rows = self.catalog.by_alias(target)
+            rows = self.store.catalog.by_alias(target)
         return rows
 
-    def _fast_lookup(self: "Vault", ref: str) -> list[FileRow] | None:
+    def _fast_lookup(self, ref: str) -> list[FileRow] | None:
         """An exact id or path found in the catalog, if the file is unchanged.
 
         Skips the full working-tree scan (~80 ms at 10k files) that other
@@ -188,15 +195,15 @@ class ReadMixin:
         if ref.startswith("[["):
             return None
         if "/" in ref:
-            row = self.catalog.row(check_relpath(ref))
+            row = self.store.catalog.row(check_relpath(ref))
             rows = [row] if row else []
         else:
-            rows = self.catalog.by_id(ref)
-        if len(rows) == 1 and self._fresh_row(rows[0]):
+            rows = self.store.catalog.by_id(ref)
+        if len(rows) == 1 and self.fresh_row(rows[0]):
             return rows
         return None
 
-    def resolve(self: "Vault", ref: str) -> str:
+    def resolve(self, ref: str) -> str:
         """The path of the memory ``ref`` names: an id (or unique id prefix of
         4+ characters), a vault-relative path, a file name (with or without
         ``.md``), an exact title or an Obsidian alias (case-insensitive), or a note as
@@ -205,9 +212,9 @@ class ReadMixin:
             raise InvalidInput("memory reference is empty", hint="Pass an id, path, file name or title.")
         rows = self._fast_lookup(ref)
         if rows is None:
-            self._ensure_scanned()
+            self.ensure_scanned()
             rows = self._lookup(ref)
-            if not rows or not all(self._fresh_row(r) for r in rows):
+            if not rows or not all(self.fresh_row(r) for r in rows):
                 self.scan()
                 rows = self._lookup(ref)
         if not rows:
@@ -218,24 +225,24 @@ class ReadMixin:
             raise AmbiguousReference(f"{ref!r} matches {len(rows)} memories: {listing}")
         return rows[0].path
 
-    def get(self: "Vault", ref: str) -> Memory:
+    def get(self, ref: str) -> Memory:
         """Read one memory (see :meth:`resolve` for what ``ref`` may be)."""
         try:
-            return self._read_file(self.resolve(ref))
+            return self.read_file(self.resolve(ref))
         except (NotFound, FileNotFoundError, NotADirectoryError):
-            if self.lock.held:
+            if self.store.lock.held:
                 raise
         # Another process may be moving the file right now (its old name is gone, the
         # new one not there yet): wait for its write to end, then look again.
-        with self.lock.hold():
+        with self.store.lock.hold():
             self.scan()
             path = self.resolve(ref)
             try:
-                return self._read_file(path)
+                return self.read_file(path)
             except (FileNotFoundError, NotADirectoryError):
                 raise NotFound(f"memory file {path} vanished while reading") from None
 
-    def exists(self: "Vault", ref: str) -> bool:
+    def exists(self, ref: str) -> bool:
         """True if ``ref`` names exactly one memory."""
         try:
             self.resolve(ref)
@@ -243,41 +250,46 @@ class ReadMixin:
             return False
         return True
 
-    def list(self: "Vault", *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
+    def list(self, *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
              tags: str | Iterable[str] | None = None, status: str | Iterable[str] | None = "active",
-             scope: str | None = None, agent: str | None = None, limit: int | None = None,
-             as_of: str | None = None) -> list[Memory]:
+             scope: str | None = None, agent: str | None = None, limit: int | None = None) -> list[Memory]:
         """Memories matching every given filter, newest ``updated`` first.
 
         ``status`` defaults to ``"active"``; pass ``None`` for every status.
         ``tags`` matches memories carrying all the given tags.  Bodies are not
-        loaded (``body`` is ""); use :meth:`get` for the full memory.  ``as_of``
-        lists the memories of the vault as it was at a commit or date (see
-        :meth:`search`).
+        loaded (``body`` is ""); use :meth:`get` for the full memory.
         """
-        want = {k: _as_set(v) for k, v in (("tier", tier), ("type", type), ("status", status),
-                                            ("scope", scope), ("agent", agent)) if v is not None}
-        for key in ("tier", "type", "status", "scope"):
-            for value in want.get(key, ()):
-                clean_metadata({key: value}, tiers=self.config.tiers)  # raises on unknown values
-        need_tags = {tag_key(t) for t in _as_set(tags)} if tags else set()
-        entries: Iterable[Memory]
-        if as_of is None:
-            self.scan()
-            # Tags as Obsidian counts them: frontmatter and inline #tags, any case, "#" optional.
-            tagged = self.catalog.paths_with_tags(need_tags) if need_tags else set()
-            entries = (Memory(row.path, {"id": row.id, **row.meta}, "", [row.problem] if row.problem else [])
-                       for row in self.catalog.all_rows() if not need_tags or row.path in tagged)
-        else:
-            _, files = self.as_of_search.memory_files(as_of)
-            entries = (Memory(m.path, m.meta, "", m.problems) for m in
-                       (self.memory_from_bytes(path, data) for path, data in files)
-                       if need_tags <= {tag_key(t) for t in all_tags(m.meta, m.body)})
-        out = [m for m in entries
-               if not any(str(m.meta.get(k, "active" if k == "status" else "")) not in v
-                          for k, v in want.items())]
-        out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)
-        return out[:limit] if limit else out
+        want, need_tags = listing_filters(self.store.config.tiers, tier=tier, type=type, tags=tags,
+                                          status=status, scope=scope, agent=agent)
+        self.scan()
+        # Tags as Obsidian counts them: frontmatter and inline #tags, any case, "#" optional.
+        tagged = self.store.catalog.paths_with_tags(need_tags) if need_tags else set()
+        entries = (Memory(row.path, {"id": row.id, **row.meta}, "", [row.problem] if row.problem else [])
+                   for row in self.store.catalog.all_rows() if not need_tags or row.path in tagged)
+        return matches_filters(entries, want, limit)
+
+
+def listing_filters(tiers: Iterable[str], *, tier: str | Iterable[str] | None = None,
+                    type: str | Iterable[str] | None = None, tags: str | Iterable[str] | None = None,
+                    status: str | Iterable[str] | None = "active", scope: str | None = None,
+                    agent: str | None = None) -> tuple[dict[str, set[str]], set[str]]:
+    """The field filters of a listing (checked: an unknown tier, type or status is an
+    error) and the tag keys every listed memory must carry."""
+    want = {k: _as_set(v) for k, v in (("tier", tier), ("type", type), ("status", status),
+                                        ("scope", scope), ("agent", agent)) if v is not None}
+    for key in ("tier", "type", "status", "scope"):
+        for value in want.get(key, ()):
+            clean_metadata({key: value}, tiers=tuple(tiers))  # raises on unknown values
+    return want, ({tag_key(t) for t in _as_set(tags)} if tags else set())
+
+
+def matches_filters(entries: Iterable[Memory], want: dict[str, set[str]], limit: int | None) -> list[Memory]:
+    """The memories whose fields pass ``want``, newest ``updated`` first, at most ``limit``."""
+    out = [m for m in entries
+           if not any(str(m.meta.get(k, "active" if k == "status" else "")) not in v
+                      for k, v in want.items())]
+    out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)
+    return out[:limit] if limit else out
 
 
 def _parse(data: bytes) -> tuple["ParsedFile", list[str]]:

@@ -42,18 +42,31 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 from dulwich.objects import Blob
 
-from . import safefs
+from .. import safefs
 from ..errors import GitmemError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .git import FileChange, GitStore
+    from .changes import FileChange
 
-__all__ = ["Recovery", "PendingObjects", "begin_write", "end_write", "index_writing", "needs_recovery", "recover", "recover_vault",
-           "TEMP_MARK", "drop_objects"]
+
+class JournaledStore(Protocol):
+    """What recovery needs of the vault's git store (:class:`gitmem.store.git.GitStore`)."""
+
+    root: Path
+    git_dir: Path
+    repo: Any
+
+    def blob(self, sha: bytes) -> bytes: ...
+
+    def mark_index_dirty(self) -> None: ...
+
+
+__all__ = ["Recovery", "PendingObjects", "begin_write", "end_write", "index_writing", "needs_recovery", "recover",
+           "TEMP_MARK", "drop_objects", "log_recovery"]
 
 JOURNAL = "write-journal"
 INDEX_MARKER = "index-writing"
@@ -71,7 +84,7 @@ class Recovery:
         return bool(self.actions)
 
 
-def _state(store: "GitStore") -> Path:
+def _state(store: "JournaledStore") -> Path:
     return store.git_dir / "gitmem"
 
 
@@ -121,7 +134,7 @@ class PendingObjects:
             self.store.add_object(obj)
 
 
-def begin_write(store: "GitStore", ref: bytes, parent: bytes | None, commit: bytes,
+def begin_write(store: "JournaledStore", ref: bytes, parent: bytes | None, commit: bytes,
                 changes: Sequence["FileChange"], writes: Sequence[bool],
                 new_objects: Sequence[str] = ()) -> None:
     """Record an about-to-happen write (before its objects, files and ref are written)."""
@@ -139,13 +152,13 @@ def begin_write(store: "GitStore", ref: bytes, parent: bytes | None, commit: byt
     os.replace(tmp, target)
 
 
-def end_write(store: "GitStore") -> None:
+def end_write(store: "JournaledStore") -> None:
     """The write finished (or was cleanly undone): forget its journal."""
     (_state(store) / JOURNAL).unlink(missing_ok=True)
 
 
 @contextmanager
-def index_writing(store: "GitStore") -> Iterator[None]:
+def index_writing(store: "JournaledStore") -> Iterator[None]:
     """Bracket a ``.git/index`` write so a dead writer's ``index.lock`` can be recognised."""
     marker = _state(store) / INDEX_MARKER
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -156,13 +169,13 @@ def index_writing(store: "GitStore") -> Iterator[None]:
         marker.unlink(missing_ok=True)
 
 
-def needs_recovery(store: "GitStore") -> bool:
+def needs_recovery(store: "JournaledStore") -> bool:
     """True when a dead writer left a journal or an index marker (two stats)."""
     state = _state(store)
     return (state / JOURNAL).exists() or (state / INDEX_MARKER).exists()
 
 
-def recover(store: "GitStore") -> Recovery:
+def recover(store: "JournaledStore") -> Recovery:
     """Finish or clean up after a writer that died.  Caller holds the vault lock."""
     report = Recovery()
     state = _state(store)
@@ -187,7 +200,7 @@ def recover(store: "GitStore") -> Recovery:
     return report
 
 
-def _finish(store: "GitStore", record: dict[str, Any], report: Recovery) -> None:
+def _finish(store: "JournaledStore", record: dict[str, Any], report: Recovery) -> None:
     ref = record["ref"].encode()
     commit = record["commit"].encode()
     parent = record["parent"].encode() if record["parent"] else None
@@ -233,7 +246,7 @@ def _finish(store: "GitStore", record: dict[str, Any], report: Recovery) -> None
         _remove_temp_files(store.root, entry["path"], report)
 
 
-def drop_objects(store: "GitStore", ids: Sequence[str]) -> int:
+def drop_objects(store: "JournaledStore", ids: Sequence[str]) -> int:
     """Remove the loose objects ``ids`` a write stored and then abandoned; returns how many."""
     removed = 0
     objects = store.git_dir / "objects"
@@ -246,7 +259,7 @@ def drop_objects(store: "GitStore", ids: Sequence[str]) -> int:
     return removed
 
 
-def _roll_file(store: "GitStore", entry: dict[str, Any], report: Recovery) -> None:
+def _roll_file(store: "JournaledStore", entry: dict[str, Any], report: Recovery) -> None:
     """Bring one path to the write's new state, unless someone changed it since."""
     rel = entry["path"]
     try:
@@ -274,29 +287,7 @@ def _remove_temp_files(root: Path, rel: str, report: Recovery) -> None:
             report.actions.append(f"removed temp file {folder}/{other}")
 
 
-def recover_vault(vault: Any) -> Recovery:
-    """:func:`recover`, then bring ``.git/index``, the catalog and the search index in line
-    (lock held; the vault calls it each time it takes the lock, two stats when nothing to do)."""
-    from ..ops.purge import recover_purge  # lazy: purge.py imports this module
-    recover_purge(vault)  # a killed `gitmem purge` is finished or rolled back first (one stat)
-    if not needs_recovery(vault.git):
-        return Recovery()
-    report = recover(vault.git)
-    try:
-        vault.git.repair_index()
-    except Exception:  # noqa: BLE001 - a git command holds index.lock: index-dirty stays, retried later
-        pass
-    if report.paths:
-        if vault._search_index is not None:  # noqa: SLF001 - keep an open index current
-            vault.refresh(report.paths)
-        else:
-            vault.scan_paths(report.paths)
-    if report.actions:
-        _log(vault.git, report.actions)
-    return report
-
-
-def _log(store: "GitStore", actions: list[str]) -> None:
+def log_recovery(store: "JournaledStore", actions: list[str]) -> None:
     """Append what recovery did to ``.git/gitmem/recovery.log`` (``gitmem doctor`` shows it)."""
     import time
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -2,7 +2,7 @@
 
 :func:`check_incoming_trees` walks the trees of incoming commits (each against
 its parents, so the cost follows what arrives) through the path gate
-(:mod:`gitmem.store.safefs`): unsafe names, symbolic links, submodules and malformed
+(:mod:`gitmem.safefs`): unsafe names, symbolic links, submodules and malformed
 objects raise :class:`~gitmem.errors.UnsafeRemoteTree` naming the entry.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import stat
 from typing import TYPE_CHECKING, Any
 
-from ..store import safefs
+from .. import safefs
 from ..errors import InvalidPath, UnsafePath, UnsafeRemoteTree
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..vault import Vault
+    from ..store.git import GitStore
 
 __all__ = ["redact", "check_name", "normalise_url", "http_credentials", "credential_helper",
            "add_config_section", "remove_config_section"]
@@ -63,7 +63,7 @@ def normalise_url(url: str) -> str:
     return os.path.abspath(os.path.expanduser(url))
 
 
-def http_credentials(vault: "Vault | None", url: str) -> tuple[str | None, str | None]:
+def http_credentials(git: "GitStore | None", url: str) -> tuple[str | None, str | None]:
     """(username, password) for an http(s) remote, looked up now and never stored."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -77,7 +77,7 @@ def http_credentials(vault: "Vault | None", url: str) -> tuple[str | None, str |
     # (unless credential.useHttpPath), so entries stored by `git credential-store` match.
     port = _port(parsed)
     host = parsed.hostname if port is None else f"{parsed.hostname}:{port}"
-    found = credential_helper(vault, parsed.scheme, host, parsed.path.lstrip("/"))
+    found = credential_helper(git, parsed.scheme, host, parsed.path.lstrip("/"))
     if found:
         return found
     home = os.path.expanduser("~")
@@ -103,7 +103,7 @@ def _port(parsed: Any) -> int | None:
         return None
 
 
-def credential_helper(vault: "Vault | None", scheme: str, host: str, path: str) -> tuple[str, str] | None:
+def credential_helper(git: "GitStore | None", scheme: str, host: str, path: str) -> tuple[str, str] | None:
     """Ask the configured ``credential.helper`` programs (git's protocol: ``get`` on stdin).
 
     As git does: every ``credential.helper`` of the config stack (system, then
@@ -113,8 +113,8 @@ def credential_helper(vault: "Vault | None", scheme: str, host: str, path: str) 
     else ``git credential-X``, which finds git's own ``store`` and ``cache``).
     With no vault yet (``clone``) the user's git config is used, as by ``git clone``."""
     try:
-        if vault is not None:
-            stack = vault.git.repo.get_config_stack()
+        if git is not None:
+            stack = git.repo.get_config_stack()
         else:
             from dulwich.config import StackedConfig
             stack = StackedConfig.default()

@@ -1,6 +1,6 @@
 """Sharing a vault through an ordinary git remote: fetch, integrate, push (dulwich only).
 
-Part of the :class:`~gitmem.vault.Vault` (a mixin).  ``vault.sync("origin")``:
+``vault.sync("origin")`` (:class:`Syncer`):
 
 1. **fetch** the remote's branch (``refs/heads/main``) into the object store
    and record it as ``refs/remotes/<name>/main`` (network; no lock held);
@@ -8,7 +8,7 @@ Part of the :class:`~gitmem.vault.Vault` (a mixin).  ``vault.sync("origin")``:
    are committed first (as the watcher would; a generated ``MEMORY.md`` that
    someone edited too), then a fast-forward when our branch has nothing new,
    otherwise a real merge commit (two parents) built in the object store by
-   :mod:`gitmem.sync.treemerge`, memory by memory, with ``MEMORY.md`` regenerated.
+   :mod:`gitmem.write.merge`, memory by memory, with ``MEMORY.md`` regenerated.
    The working tree and ``.git/index`` follow; a file the incoming change
    touches that holds other uncommitted edits stops the sync
    (``dirty_worktree``) before anything is written.  The catalog, the
@@ -18,7 +18,7 @@ Part of the :class:`~gitmem.vault.Vault` (a mixin).  ``vault.sync("origin")``:
    the remote moved in between, fetch and integrate again (bounded retries).
 
 Credentials are never stored by gitmem: ssh uses the ssh agent and keys; for
-https, a URL with a user or password is refused by :meth:`SyncMixin.add_remote`
+https, a URL with a user or password is refused by :meth:`Syncer.add_remote`
 and credentials come, at sync time only, from ``GITMEM_GIT_USERNAME`` /
 ``GITMEM_GIT_PASSWORD``, the configured git ``credential.helper``, or
 ``~/.git-credentials``.  Every URL in a message has its user info replaced by
@@ -58,28 +58,33 @@ import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..store import safefs
+from .. import safefs
 from ..memory.paths import MEMORY_MD
 from ..store.catalog import stem_key
-from ..errors import (Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound,
-                     SyncError, UnsafePath, UnsafeRemoteTree)
+from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound, SyncError
 from ..store.git import FileChange
-from .remote_trees import all_commits, check_incoming_trees, object_of, short
+from ..store.purged import purged_in
+from .remote_trees import all_commits, check_incoming_trees
 from .remotes import (add_config_section, check_name, http_credentials, normalise_url, redact,
                       remove_config_section)
-from .treemerge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
+from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
 
 if TYPE_CHECKING:  # pragma: no cover
     from dulwich.client import GitClient
     from dulwich.repo import Repo
     from ..config import Identity
-    from ..vault import Vault
+    from ..ops.history import History
+    from ..search.service import SearchService
+    from ..store.reader import Reader
+    from ..store.storage import Storage
+    from ..write.memory_md import MemoryMd
+    from ..write.pipeline import WritePipeline
 
-__all__ = ["SyncMixin", "SyncReport", "Remote", "redact", "check_incoming_trees"]
+__all__ = ["Syncer", "clone_repository", "SyncReport", "Remote", "redact", "check_incoming_trees"]
 
-MEMORY_INDEX = MEMORY_MD  # one name, defined in paths.py
 CONFIG_FILE = ".gitmem.yaml"
 MAX_ATTEMPTS = 5
 _ZERO = b"0" * 40
@@ -98,7 +103,7 @@ class Remote:
 
 @dataclass
 class SyncReport:
-    """What one :meth:`SyncMixin.sync` did.
+    """What one :meth:`Syncer.sync` did.
 
     ``action``: ``up_to_date``, ``pushed`` (only we had new commits),
     ``fast_forward`` or ``merge``.  ``arrived``: commits that came in;
@@ -148,48 +153,24 @@ class _RemoteMoved(Exception):
         self.busy = busy
 
 
-class SyncMixin:
-    """Remote and sync methods of the Vault."""
+class Syncer:
+    """Remotes, and syncing with them: fetch, check, merge memory by memory, push."""
 
-    # ----------------------------------------------------------- remotes
-    @classmethod
-    def clone(cls, url: str, path: "str | os.PathLike[str]", **kwargs: Any) -> "Vault":
-        """Copy a shared vault from ``url`` into the new folder ``path`` (remote ``origin``)
-        and open it; ``kwargs`` go to :meth:`Vault.open` (``author``, ``clock``).
+    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline",
+                 memory_md: "MemoryMd", searcher: "SearchService", history: "History") -> None:
+        self.store = store
+        self.reader = reader
+        self.pipeline = pipeline
+        self.memory_md = memory_md
+        self.searcher = searcher
+        self.history = history
 
-        The history is fetched without a checkout and every tree of it is
-        checked first (see the module doc); a remote holding an entry gitmem
-        will not write raises :class:`UnsafeRemoteTree` and the half-made
-        folder is removed (an empty folder given as ``path`` is left empty)."""
-        import io
-        from pathlib import Path
-        from dulwich import porcelain
-        url = normalise_url(url)
-        target = Path(path).expanduser()
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise InvalidInput(f"{target} already exists and is not an empty folder")
-        created = not target.exists()
-        username, password = http_credentials(None, url)
-        extra = {"username": username, "password": password} if password else {}
-        try:
-            with _remote_errors(url):
-                repo = porcelain.clone(url, str(target), checkout=False, errstream=io.BytesIO(), **extra)
-            try:
-                with _git_errors(f"clone from {redact(url)}"):
-                    check_incoming_trees(repo, all_commits(repo))
-                    if _head_or_none(repo) is not None:
-                        # Safe now: every entry is a checked name and a plain file or folder.
-                        repo.get_worktree().reset_index(config=repo.get_config_stack())
-            finally:
-                repo.close()
-        except BaseException:
-            _remove_clone(target, created)
-            raise
-        vault: "Vault" = cls.open(target, **kwargs)  # type: ignore[attr-defined]
-        vault.sync_history()  # record the history now, so later syncs pay only for what arrives
-        return vault
+    @property
+    def head(self) -> str | None:
+        sha = self.store.git.head()
+        return sha.decode() if sha else None
 
-    def add_remote(self: "Vault", name: str, url: str) -> Remote:
+    def add_remote(self, name: str, url: str) -> Remote:
         """Configure remote ``name`` (in ``.git/config``, like ``git remote add``).
 
         ``url``: a local path, ``ssh://``/``user@host:path`` or ``https://``.
@@ -198,8 +179,8 @@ class SyncMixin:
         """
         check_name(name)
         url = normalise_url(url)
-        with self.lock.hold():
-            config = self.git.repo.get_config()
+        with self.store.lock.hold():
+            config = self.store.git.repo.get_config()
             section = (b"remote", name.encode())
             if config.has_section(section):
                 raise Conflict(f"remote {name!r} already exists",
@@ -208,20 +189,20 @@ class SyncMixin:
                                [("url", url), ("fetch", f"+refs/heads/*:refs/remotes/{name}/*")])
         return Remote(name, redact(url))
 
-    def remove_remote(self: "Vault", name: str) -> Remote:
+    def remove_remote(self, name: str) -> Remote:
         """Forget remote ``name`` and its remote-tracking refs (the remote itself is untouched)."""
         url = self._remote_url(name)
-        with self.lock.hold():
-            repo = self.git.repo
+        with self.store.lock.hold():
+            repo = self.store.git.repo
             remove_config_section(self._config_path(), "remote", name)
             prefix = f"refs/remotes/{name}/".encode()
             for ref in [r for r in repo.refs.allkeys() if r.startswith(prefix)]:
                 repo.refs.remove_if_equals(ref, None)
         return Remote(name, redact(url))
 
-    def remotes(self: "Vault") -> list[Remote]:
+    def remotes(self) -> list[Remote]:
         """The configured remotes, URLs redacted."""
-        config = self.git.repo.get_config()
+        config = self.store.git.repo.get_config()
         out = []
         for section in config.sections():
             if len(section) == 2 and section[0] == b"remote":
@@ -232,48 +213,48 @@ class SyncMixin:
                 out.append(Remote(section[1].decode("utf-8", "replace"), redact(url)))
         return sorted(out, key=lambda r: r.name)
 
-    def _remote_url(self: "Vault", name: str) -> str:
+    def _remote_url(self, name: str) -> str:
         if not isinstance(name, str) or not name:
             raise InvalidInput("remote name is empty")
-        config = self.git.repo.get_config()
+        config = self.store.git.repo.get_config()
         try:
             return config.get((b"remote", name.encode()), b"url").decode("utf-8")
         except KeyError:
             raise NotFound(f"no remote named {name!r}", code="remote_not_found",
                            hint="Add one: gitmem remote add origin URL") from None
 
-    def conflicts(self: "Vault") -> list[dict[str, Any]]:
+    def conflicts(self) -> list[dict[str, Any]]:
         """Conflict copies a sync made and nobody has resolved yet.
 
         Each is {id, path, title, conflict_of, original_path}.  Resolve one by
         merging what matters into the original (``update``) and deleting the
         copy (``delete(copy_id, hard=True)``), or by keeping the copy instead.
         """
-        self.scan()
+        self.reader.scan()
         out = []
-        for row in self.catalog.all_rows():
+        for row in self.store.catalog.all_rows():
             if row.meta.get("status") != CONFLICT_STATUS:
                 continue
             original = str(row.meta.get(CONFLICT_FIELD, ""))
-            rows = self.catalog.by_id(original) if original else []
+            rows = self.store.catalog.by_id(original) if original else []
             out.append({"id": row.id, "path": row.path, "title": row.meta.get("title"),
                         "conflict_of": original or None,
                         "original_path": rows[0].path if rows else None})
         return out
 
     # -------------------------------------------------------------- sync
-    def sync(self: "Vault", remote: str = "origin", *, author: "str | Identity | None" = None,
+    def sync(self, remote: str = "origin", *, author: "str | Identity | None" = None,
              max_attempts: int = MAX_ATTEMPTS) -> SyncReport:
         """Fetch from ``remote``, integrate (fast-forward or merge), push.
 
-        Never force-pushes and never drops a memory (see :mod:`gitmem.sync.treemerge`).
+        Never force-pushes and never drops a memory (see :mod:`gitmem.write.merge`).
         Raises :class:`SyncError` (``remote_unreachable``, ``auth_failed``,
         ``push_rejected``, ``dirty_worktree``, ``unsafe_remote_tree``,
         ``secret_detected``, ``invalid_remote_config``, ``purged_content``,
         ``sync_error``) with the vault left usable; never a raw exception.
         """
         started = time.perf_counter()
-        who = self._author(author)
+        who = self.store.author_of(author)
         url = self._remote_url(remote)
         report = SyncReport(remote, redact(url), before=self.head)
         client, path = self._client(url)
@@ -286,9 +267,9 @@ class SyncMixin:
         report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return report
 
-    def _sync_loop(self: "Vault", client: "GitClient", path: str, url: str, remote: str,
+    def _sync_loop(self, client: "GitClient", path: str, url: str, remote: str,
                    who: "Identity", report: SyncReport, max_attempts: int) -> None:
-        branch = self.git.head_ref()
+        branch = self.store.git.head_ref()
         previous: bytes | None | object = object()
         busy = False
         for attempt in range(max(1, max_attempts)):
@@ -300,11 +281,11 @@ class SyncMixin:
                 raise SyncError(f"the remote {redact(url)} refused the push",
                                 code="push_rejected", hint="Check the remote's branch protection.")
             previous = tip
-            with self.lock.hold(), _timer(report, "integrate"):
+            with self.store.lock.hold(), _timer(report, "integrate"):
                 self._integrate(remote, tip, who, report)
                 if tip is not None:  # only once checked and integrated (see the module doc)
                     self._track(remote, branch, tip)
-            head = self.git.head()
+            head = self.store.git.head()
             if head is None or head == tip:
                 break
             try:
@@ -315,7 +296,7 @@ class SyncMixin:
                 busy = moved.busy
                 continue
             report.pushed = True
-            with self.lock.hold():
+            with self.store.lock.hold():
                 self._track(remote, branch, head)
             if report.action == "up_to_date":
                 report.action = "pushed"
@@ -325,14 +306,14 @@ class SyncMixin:
                             code="push_rejected", hint="Sync again; everything so far is committed locally.")
 
     # ---------------------------------------------------------- transport
-    def _client(self: "Vault", url: str) -> tuple["GitClient", str]:
+    def _client(self, url: str) -> tuple["GitClient", str]:
         from dulwich.client import get_transport_and_path
-        username, password = http_credentials(self, url)
+        username, password = http_credentials(self.store.git, url)
         with _remote_errors(url):
-            return get_transport_and_path(url, config=self.git.repo.get_config_stack(), quiet=True,
+            return get_transport_and_path(url, config=self.store.git.repo.get_config_stack(), quiet=True,
                                           username=username, password=password)
 
-    def _fetch(self: "Vault", client: "GitClient", path: str, url: str, branch: bytes,
+    def _fetch(self, client: "GitClient", path: str, url: str, branch: bytes,
                remote: str) -> bytes | None:
         """Fetch ``branch`` from the remote; its tip (None: the remote has no such branch).
 
@@ -343,7 +324,7 @@ class SyncMixin:
         refs again once the objects are copied, so a push by another clone in
         between would hand back a tip whose commits never arrived."""
         from dulwich.objects import Commit
-        store = self.git.repo.object_store
+        store = self.store.git.repo.object_store
         seen: list[bytes | None] = []
 
         def wants(refs: dict[bytes, bytes], *_: Any, **__: Any) -> list[bytes]:
@@ -352,7 +333,7 @@ class SyncMixin:
             return [sha] if sha and sha != _ZERO and sha not in store else []
 
         with _remote_errors(url):
-            result = client.fetch(path.encode() if isinstance(path, str) else path, self.git.repo,
+            result = client.fetch(path.encode() if isinstance(path, str) else path, self.store.git.repo,
                                   determine_wants=wants)
         tip = seen[-1] if seen else (result.refs or {}).get(branch)
         if tip in (None, _ZERO):
@@ -367,22 +348,22 @@ class SyncMixin:
                             hint="Sync again; the vault is unchanged.")
         return tip
 
-    def _track(self: "Vault", remote: str, branch: bytes, sha: bytes) -> None:
+    def _track(self, remote: str, branch: bytes, sha: bytes) -> None:
         """Record the remote's tip as ``refs/remotes/<remote>/<branch>`` (what ``git status`` compares to)."""
         name = branch.rsplit(b"/", 1)[-1]
-        self.git.repo.refs[b"refs/remotes/" + remote.encode() + b"/" + name] = sha
-        config = self.git.repo.get_config()
+        self.store.git.repo.refs[b"refs/remotes/" + remote.encode() + b"/" + name] = sha
+        config = self.store.git.repo.get_config()
         if not config.has_section((b"branch", name)):
             add_config_section(self._config_path(), "branch", name.decode(),
                                [("remote", remote), ("merge", branch.decode())])
 
-    def _config_path(self: "Vault") -> str:
-        return os.path.join(self.git.repo.controldir(), "config")
+    def _config_path(self) -> str:
+        return os.path.join(self.store.git.repo.controldir(), "config")
 
-    def _push(self: "Vault", client: "GitClient", path: str, url: str, branch: bytes,
+    def _push(self, client: "GitClient", path: str, url: str, branch: bytes,
               expected: bytes | None, head: bytes) -> None:
         """Move the remote branch from ``expected`` to ``head``; :class:`_RemoteMoved` if it moved."""
-        repo = self.git.repo
+        repo = self.store.git.repo
         moved: list[bool] = []
 
         def update_refs(refs: dict[bytes, bytes]) -> dict[bytes, bytes]:
@@ -416,22 +397,21 @@ class SyncMixin:
                             code="push_rejected")
 
     # ----------------------------------------------------------- integrate
-    def _integrate(self: "Vault", remote: str, tip: bytes | None, who: "Identity",
+    def _integrate(self, remote: str, tip: bytes | None, who: "Identity",
                    report: SyncReport) -> None:
         """Bring the fetched ``tip`` into our branch and working tree (lock held).
 
         Everything that arrives is checked before anything is written (tree
         entries, secrets, purged memories); see the module doc."""
-        local = self.git.head()
-        if tip is None or tip == local or (local is not None and self.git.is_ancestor(tip, local)):
+        local = self.store.git.head()
+        if tip is None or tip == local or (local is not None and self.store.git.is_ancestor(tip, local)):
             return
         if local is None:
             raise SyncError("the vault has no commits yet", hint="Create it with gitmem init first.")
-        incoming = self.git.walk_new(local, tip)
-        blobs = check_incoming_trees(self.git.repo, incoming)
+        incoming = self.store.git.walk_new(local, tip)
+        blobs = check_incoming_trees(self.store.git.repo, incoming)
         self._check_incoming_secrets(remote, blobs)
-        from ..ops.purge import purged_in
-        back = purged_in(self, incoming)
+        back = purged_in(self.store.state_dir, incoming)
         if back:
             raise SyncError(
                 f"{remote} still has memory {', '.join(back)}, which was purged here; "
@@ -440,11 +420,11 @@ class SyncMixin:
                 hint=f"Rewrite the remote too: 'git push --force {remote} HEAD' once nobody else "
                      "pushed (every other clone must purge or re-clone), then sync again.")
         report.outside_edits = self._commit_pending_edits()
-        local = self.git.head()
+        local = self.store.git.head()
         assert local is not None
-        report.arrived += len(self.git.walk_new(local, tip))
-        label = f"{remote}/{self.git.head_ref().rsplit(b'/', 1)[-1].decode()}"
-        if self.git.is_ancestor(local, tip):
+        report.arrived += len(self.store.git.walk_new(local, tip))
+        label = f"{remote}/{self.store.git.head_ref().rsplit(b'/', 1)[-1].decode()}"
+        if self.store.git.is_ancestor(local, tip):
             changes = self._diff_files(local, tip)
             if self._taken_names(local, changes):
                 # A rename cannot ride on a fast-forward (HEAD would be their tree):
@@ -454,7 +434,7 @@ class SyncMixin:
             else:
                 self._refuse_dirty(local, changes)
                 with self._config_guard(changes, tip, report):
-                    self.git.fast_forward(local, tip, changes, f"sync: fast-forward to {label}")
+                    self.pipeline.fast_forward(local, tip, changes, f"sync: fast-forward to {label}")
                 report.action = "fast_forward"
         else:
             changes = self._merge_commit(local, tip, label, who, report)
@@ -463,29 +443,29 @@ class SyncMixin:
         with _timer(report, "catch_up"):
             self._after_sync(changes, report)
 
-    def _merge_commit(self: "Vault", local: bytes, tip: bytes, label: str, who: "Identity",
+    def _merge_commit(self, local: bytes, tip: bytes, label: str, who: "Identity",
                       report: SyncReport, arrived: list[FileChange] | None = None) -> list[FileChange]:
         """Commit the merge of ``tip`` into ``local`` (two parents); the files it changed.
 
         ``arrived``: for a fast-forward that needs renames, the files that
         differ between ``local`` and ``tip`` (taken as they are, then renamed)."""
         from dulwich.graph import find_merge_base
-        from .treemerge import MergeOutcome
+        from ..write.merge import MergeOutcome
         if arrived is None:
-            bases = find_merge_base(self.git.repo, [local, tip])
-            outcome = merge_trees(self.git, bases[0] if bases else None, local, tip,
-                                  is_memory_path=self.is_memory_path, tiers=self.config.tiers)
+            bases = find_merge_base(self.store.git.repo, [local, tip])
+            outcome = merge_trees(self.store.git, bases[0] if bases else None, local, tip,
+                                  is_memory_path=self.store.is_memory_path, tiers=self.store.config.tiers)
             changes = list(outcome.changes)
         else:
             outcome = MergeOutcome()
             # MEMORY.md is regenerated below, as in every merge (the renamed file moved).
-            changes = [c for c in arrived if not (c.path == MEMORY_INDEX and self.config.memory_index)]
+            changes = [c for c in arrived if not (c.path == MEMORY_MD and self.store.config.memory_index)]
         renames = self._taken_names(local, changes)
         changes = [FileChange(renames.get(c.path, c.path), c.data) for c in changes]
         self._refuse_dirty(local, changes)
-        if getattr(self.config, "memory_index", False) and hasattr(self, "_memory_index_change"):
-            written, removed = self._parse_changes(changes)
-            index_change = self._memory_index_change(changes, written, removed)
+        if self.store.config.memory_index:
+            written, removed = self.pipeline.parse_changes(changes)
+            index_change = self.pipeline.memory_md_change(changes, written, removed)
             if index_change is not None:
                 changes.append(index_change)
         lines = [f"merged {m}" for m in outcome.merged]
@@ -501,8 +481,7 @@ class SyncMixin:
                    + ("\n".join(lines) + "\n\n" if lines else "")
                    + f"Op: sync\nAgent: {who.name}\n")
         with self._config_guard(changes, tip, report):
-            self.git.commit_files(changes, message, who, when=self.clock().timestamp(),
-                                  merge_parents=[tip])
+            self.pipeline.commit_merge(changes, message, who, tip)
         report.merged += outcome.merged
         report.conflicts += outcome.conflicts
         report.kept += outcome.kept
@@ -510,26 +489,26 @@ class SyncMixin:
         report.renamed += [{"from": old, "to": new} for old, new in renames.items()]
         return changes
 
-    def _diff_files(self: "Vault", old: bytes, new: bytes) -> list[FileChange]:
+    def _diff_files(self, old: bytes, new: bytes) -> list[FileChange]:
         out: dict[str, bytes | None] = {}
-        for change in self.git.changes_between(old, new):
+        for change in self.store.git.changes_between(old, new):
             if change.old_path is not None and change.old_path not in out:
                 out[change.old_path] = None
             if change.new_path is not None and change.new_sha is not None:
-                out[change.new_path] = self.git.blob(change.new_sha)
+                out[change.new_path] = self.store.git.blob(change.new_sha)
         return [FileChange(p, d) for p, d in out.items()]
 
     # ------------------------------------------------- what arrives, checked
-    def _current_config(self: "Vault") -> Any:
+    def _current_config(self) -> Any:
         """The config in force now (the file on disk, pins applied); the loaded
         one if the file cannot be read."""
         from ..config import VaultConfig
         try:
-            return VaultConfig.load(self.root)
+            return VaultConfig.load(self.store.root)
         except GitmemError:
-            return self.config
+            return self.store.config
 
-    def _check_incoming_secrets(self: "Vault", remote: str, blobs: dict[bytes, tuple[str, bytes]]) -> None:
+    def _check_incoming_secrets(self, remote: str, blobs: dict[bytes, tuple[str, bytes]]) -> None:
         """Apply the vault's ``secrets:`` policy to every file version that arrives.
 
         ``redact`` cannot rewrite the remote's history, so it refuses like
@@ -544,7 +523,7 @@ class SyncMixin:
             return
         findings: list[dict[str, Any]] = []
         for sha, (path, commit) in blobs.items():
-            data = self.git.blob(sha)
+            data = self.store.git.blob(sha)
             if b"\x00" in data[:8000]:
                 continue  # binary (git's own test): no text secrets to find
             text = data.decode("utf-8", "replace")
@@ -561,16 +540,16 @@ class SyncMixin:
                 hint="Remove it from the remote's history (gitmem purge there, then push --force), or "
                      "set 'secrets: allow' in .gitmem.yaml to accept it. Nothing was changed.")
 
-    def _taken_names(self: "Vault", local: bytes, changes: list[FileChange]) -> dict[str, str]:
+    def _taken_names(self, local: bytes, changes: list[FileChange]) -> dict[str, str]:
         """Arriving memory files whose name (stem, any case, any tier) another file
         of the vault keeps: {path: free path with ``-2``, ``-3`` ...}."""
         removed = {c.path for c in changes if c.data is None}
         claimed: dict[str, str] = {}
         arriving: list[str] = []
         for change in changes:
-            if change.data is None or not self.is_memory_path(change.path):
+            if change.data is None or not self.store.is_memory_path(change.path):
                 continue
-            if self.git.blob_sha_at(local, change.path) is None:
+            if self.store.git.blob_sha_at(local, change.path) is None:
                 arriving.append(change.path)
             else:
                 claimed.setdefault(stem_key(change.path), change.path)
@@ -579,7 +558,7 @@ class SyncMixin:
 
         def ours(key: str, path: str) -> bool:
             # The catalog holds every memory file of our tree (pending edits were committed).
-            return any(row.path != path and row.path not in removed for row in self.catalog.by_stem(key))
+            return any(row.path != path and row.path not in removed for row in self.store.catalog.by_stem(key))
 
         renames: dict[str, str] = {}
         for path in sorted(arriving):
@@ -595,7 +574,7 @@ class SyncMixin:
                     stem = stem[:-1]
                 candidate = f"{folder}/{stem}-{n}.md"
                 if stem_key(candidate) not in claimed and not ours(stem_key(candidate), path) \
-                        and self.git.blob_sha_at(local, candidate) is None:
+                        and self.store.git.blob_sha_at(local, candidate) is None:
                     break
                 n += 1
             renames[path] = candidate
@@ -603,7 +582,7 @@ class SyncMixin:
         return renames
 
     @contextmanager
-    def _config_guard(self: "Vault", changes: list[FileChange], source: bytes,
+    def _config_guard(self, changes: list[FileChange], source: bytes,
                       report: SyncReport) -> Iterator[None]:
         """Around the write of ``changes``: an arriving ``.gitmem.yaml`` that weakens a
         safety setting is written, but the local value is pinned first (so it is in
@@ -620,7 +599,7 @@ class SyncMixin:
                             code="invalid_remote_config",
                             hint=f"Fix {CONFIG_FILE} on the remote, then sync again; nothing was changed.") from None
         weakened = weakened_settings(self._current_config(), incoming)
-        before = pin_entries(self.root)
+        before = pin_entries(self.store.root)
         after = {key: before[key] for key in before if key in SAFETY_KEYS}
         for key in SAFETY_KEYS:
             if key in weakened:
@@ -628,23 +607,23 @@ class SyncMixin:
             else:
                 after.pop(key, None)  # the arriving file is at least as strict as what is in force
         if after != before:
-            write_pins(self.root, after)
+            write_pins(self.store.root, after)
         try:
             yield
         except BaseException:
             if after != before:
-                write_pins(self.root, before)
+                write_pins(self.store.root, before)
             raise
         report.config_held.update(weakened)
 
     # ------------------------------------------------------ config pins
-    def pending_config(self: "Vault") -> dict[str, dict[str, Any]]:
+    def pending_config(self) -> dict[str, dict[str, Any]]:
         """Safety settings a sync held back: {key: {kept, file, since}} (see
         :func:`gitmem.config.pending_changes`)."""
         from ..config import pending_changes
-        return pending_changes(self.root)
+        return pending_changes(self.store.root)
 
-    def accept_config(self: "Vault", keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    def accept_config(self, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """Let the ``.gitmem.yaml`` values a sync held back take effect (``keys``:
         some of ``secrets``, ``protected_types``, ``max_content_bytes``; None: all).
         Returns what was accepted ({key: {kept, file, since}})."""
@@ -653,35 +632,26 @@ class SyncMixin:
         if unknown:
             raise InvalidInput(f"unknown setting(s) {', '.join(unknown)}",
                                hint=f"Held-back settings are among: {', '.join(SAFETY_KEYS)}.")
-        with self.lock.hold():
+        with self.store.lock.hold():
             pending = self.pending_config()
-            clear_pins(self.root, keys)
-            self.config = VaultConfig.load(self.root)
+            clear_pins(self.store.root, keys)
+            self.store.config = VaultConfig.load(self.store.root)
         return {k: v for k, v in pending.items() if keys is None or k in keys}
 
     # ------------------------------------------------------ work tree
-    def _commit_pending_edits(self: "Vault") -> str | None:
+    def _commit_pending_edits(self) -> str | None:
         """Commit outside edits (memory files, and a hand-edited MEMORY.md) before integrating."""
-        sha = self.commit_outside_edits()
-        head = self.git.head()
-        on_disk = safefs.read_or_none(self.root, MEMORY_INDEX)  # a link there is never followed
-        committed = self.git.read_at(head, MEMORY_INDEX)
-        if on_disk is not None and committed is not None and on_disk != committed:
-            sha = self.git.commit_files(
-                [FileChange(MEMORY_INDEX, on_disk)],
-                f"edit: {MEMORY_INDEX} (outside edit, kept before sync)\n\nOp: edit\n"
-                f"Agent: {self.config.user.name}\n", self.config.user,
-                when=self.clock().timestamp(), write_worktree=False).decode()
-        return sha
+        sha = self.pipeline.commit_outside_edits()
+        return self.pipeline.keep_memory_md_edit("kept before sync", tracked_only=True) or sha
 
-    def _refuse_dirty(self: "Vault", head: bytes, changes: list[FileChange]) -> None:
+    def _refuse_dirty(self, head: bytes, changes: list[FileChange]) -> None:
         """Raise ``dirty_worktree`` if a file about to be replaced holds uncommitted
         edits, ``unsafe_path`` if a symbolic link is on the way to one."""
         from dulwich.objects import Blob
         dirty, links = [], []
         for change in changes:
             try:
-                data: bytes | None = safefs.read_bytes(self.root, change.path)
+                data: bytes | None = safefs.read_bytes(self.store.root, change.path)
             except (FileNotFoundError, NotADirectoryError):
                 data = None
             except IsADirectoryError:
@@ -692,7 +662,7 @@ class SyncMixin:
                 continue
             if data == change.data:
                 continue
-            committed = self.git.blob_sha_at(head, change.path)
+            committed = self.store.git.blob_sha_at(head, change.path)
             if data is None and committed is None:
                 continue
             if data is None or committed is None or Blob.from_string(data).id != committed:
@@ -706,7 +676,7 @@ class SyncMixin:
                             code="dirty_worktree",
                             hint="Commit them with git (or undo them), then sync again; nothing was changed.")
 
-    def _after_sync(self: "Vault", changes: list[FileChange], report: SyncReport | None = None) -> None:
+    def _after_sync(self, changes: list[FileChange], report: SyncReport | None = None) -> None:
         """Catalog, history and search index catch up with what arrived (lock held).
 
         The same steps as after a local write (each arrived file parsed once,
@@ -717,35 +687,54 @@ class SyncMixin:
         raised half-way.
         """
         from ..config import VaultConfig
-        from ..store.reader import row_fields
         problems: list[str] = []
         if any(c.path == CONFIG_FILE for c in changes):
             try:
-                self.config = VaultConfig.load(self.root)
+                self.store.config = VaultConfig.load(self.store.root)
             except GitmemError as exc:
                 problems.append(f"{CONFIG_FILE} not reloaded ({exc.message}); the previous settings stay in force")
+        problems += self.pipeline.take_arrived(changes)
         try:
-            written, removed = self._parse_changes(changes)
-            with self.catalog.transaction():
-                self.catalog.drop(removed)
-                for path, (memory, blob_hash) in written.items():
-                    try:
-                        st = safefs.lstat(self.root, path)
-                    except InvalidPath:
-                        st = None
-                    self.catalog.put(path, memory.id, st, *row_fields(memory), blob_hash)
-            self._index_changes(written, removed)
-        except Exception as exc:  # noqa: BLE001 - the commit stands; the caches catch up later
-            self._scanned = False  # the next read re-scans the files
-            problems.append(f"catalog and search index not updated ({type(exc).__name__}: {exc}); "
-                            "they catch up on the next read, or run 'gitmem reindex'")
-        try:
-            self.sync_history()
+            self.history.sync_history()
         except Exception as exc:  # noqa: BLE001 - same: history catches up on the next write
             problems.append(f"memory history not updated ({type(exc).__name__}: {exc})")
-        self._schedule_index_flush()
+        self.pipeline.schedule_index_flush()
         if report is not None:
             report.warnings += problems
+
+
+def clone_repository(url: str, path: "str | os.PathLike[str]") -> Path:
+    """Copy a shared vault from ``url`` into the new folder ``path`` (remote ``origin``);
+    returns the folder.
+
+    The history is fetched without a checkout and every tree of it is
+    checked first (see the module doc); a remote holding an entry gitmem
+    will not write raises :class:`UnsafeRemoteTree` and the half-made
+    folder is removed (an empty folder given as ``path`` is left empty)."""
+    import io
+    from dulwich import porcelain
+    url = normalise_url(url)
+    target = Path(path).expanduser()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidInput(f"{target} already exists and is not an empty folder")
+    created = not target.exists()
+    username, password = http_credentials(None, url)
+    extra = {"username": username, "password": password} if password else {}
+    try:
+        with _remote_errors(url):
+            repo = porcelain.clone(url, str(target), checkout=False, errstream=io.BytesIO(), **extra)
+        try:
+            with _git_errors(f"clone from {redact(url)}"):
+                check_incoming_trees(repo, all_commits(repo))
+                if _head_or_none(repo) is not None:
+                    # Safe now: every entry is a checked name and a plain file or folder.
+                    repo.get_worktree().reset_index(config=repo.get_config_stack())
+        finally:
+            repo.close()
+    except BaseException:
+        _remove_clone(target, created)
+        raise
+    return target
 
 
 def _listing(paths: list[str]) -> str:

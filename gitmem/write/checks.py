@@ -8,7 +8,7 @@ MEMORY.md) passes the same sequence, and a new front door cannot skip it.
 
 In order, for each file the write sets or removes:
 
-1. **Path gate** (:mod:`gitmem.store.safefs`): no ``.``/``..``/``.git``/empty part, no
+1. **Path gate** (:mod:`gitmem.safefs`): no ``.``/``..``/``.git``/empty part, no
    ``/`` ``\\`` NUL inside a part, parts of at most 255 bytes of valid UTF-8, and
    no symbolic link on the way in the work tree.
 2. **Names**: a new file may not differ only by letter case from another file
@@ -32,19 +32,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
-from ..store import safefs
+from .. import safefs
 from ..errors import Conflict, ContentTooLarge, GitmemError, InvalidContent, SecretDetected, UnsafePath
 from ..memory.secrets import policy_of, redact_text, scan_text
+from ..store.git import FileChange, GitStore, Origin
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import VaultConfig
-    from ..store.git import FileChange, GitStore
 
 __all__ = ["WriteChecks", "Origin", "ORIGINS"]
 
-Origin = Literal["agent", "person", "remote", "generated"]
 ORIGINS = ("agent", "person", "remote", "generated")
 
 
@@ -78,7 +77,6 @@ class WriteChecks:
         they quote memories, and a person's uncommitted note may hold a secret."""
         if not generated or policy_of(self.config()) == "allow":
             return list(changes)
-        from ..store.git import FileChange
         out = []
         for change in changes:
             if change.path in generated and change.data is not None:

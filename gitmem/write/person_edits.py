@@ -18,54 +18,56 @@ and with what gitmem read when it computed the change (its *base*):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from ..store import safefs
 from ..errors import Conflict
+from .. import safefs
 from ..store.git import FileChange, blob_id
-from ..sync.treemerge import merge_memory
+from .merge import merge_memory
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..vault import Vault
+    from ..store.storage import Storage
 
 __all__ = ["guard_person_edits"]
 
 
-def guard_person_edits(vault: "Vault", changes: Sequence[FileChange], bases: Mapping[str, bytes],
-                       generated: Sequence[str]) -> tuple[list[FileChange], dict[str, str | None]]:
+def guard_person_edits(store: "Storage", changes: Sequence[FileChange], bases: Mapping[str, bytes],
+                       generated: Sequence[str], commit_edits: Callable[[list[str]], Mapping[str, str]]
+                       ) -> tuple[list[FileChange], dict[str, str | None]]:
     """Commit a person's pending edits of the files ``changes`` replace, merge the
     agent's change into edits made since gitmem read them (``bases``: path -> bytes
     read), and return (changes to commit, what each file must still hold).
-    Lock held."""
-    head = vault.git.head()
+    ``commit_edits(paths)`` commits those files as the person's and returns the ones
+    the write checks refused (path -> why).  Lock held."""
+    head = store.git.head()
     paths = list(dict.fromkeys(p for c in changes for p in (c.moved_from, c.path)
                                if p and p not in generated))
-    disk = {p: safefs.read_or_none(vault.root, p) for p in paths}
-    committed = {p: vault.git.blob_sha_at(head, p) for p in paths}
+    disk = {p: safefs.read_or_none(store.root, p) for p in paths}
+    committed = {p: store.git.blob_sha_at(head, p) for p in paths}
     # (a file on disk that HEAD lacks counts too: a person's new note is committed first)
-    edited = [p for p in paths if vault.is_memory_path(p) and disk[p] is not None
+    edited = [p for p in paths if store.is_memory_path(p) and disk[p] is not None
               and blob_id(disk[p]).encode() != committed[p]]
     if edited:
-        vault.commit_outside_edits(edited, reason="outside edit")
-        refused = [p for p in edited if p in vault.outside_refused]
+        refusals = commit_edits(edited)
+        refused = [p for p in edited if p in refusals]
         if refused:
             raise Conflict(f"{refused[0]} holds a person's unsaved-to-history edit that cannot be committed "
-                           f"({vault.outside_refused[refused[0]]}); gitmem will not overwrite it",
+                           f"({refusals[refused[0]]}); gitmem will not overwrite it",
                            hint="Fix the file (gitmem doctor names the problem), then retry.")
     # What the person's commit holds is "theirs", and what every file must still hold
     # when it is replaced: a save after that commit stops the write (and it retries).
-    now_head = vault.git.head()
+    now_head = store.git.head()
     out: list[FileChange] = []
     for change in changes:
         source = change.moved_from or change.path
-        if change.data is not None and source in edited and vault.is_memory_path(change.path):
+        if change.data is not None and source in edited and store.is_memory_path(change.path):
             base = bases.get(source)
             if base is None:
-                base = vault.git.read_at(head, source)
-            mine = vault.git.read_at(now_head, source)
+                base = store.git.read_at(head, source)
+            mine = store.git.read_at(now_head, source)
             if base is not None and mine is not None and blob_id(base) != blob_id(mine):
                 merged = merge_memory(base, change.data, mine, tier=change.path.split("/", 1)[0],
-                                      tiers=tuple(vault.config.tiers))
+                                      tiers=tuple(store.config.tiers))
                 if merged is None:
                     raise Conflict(f"{source} was changed by a person while gitmem was writing it, and the "
                                    "two changes cannot be merged; the person's text was kept and committed",
@@ -74,6 +76,6 @@ def guard_person_edits(vault: "Vault", changes: Sequence[FileChange], bases: Map
         out.append(change)
     expected: dict[str, str | None] = {}
     for path in paths:
-        sha = vault.git.blob_sha_at(now_head, path)
+        sha = store.git.blob_sha_at(now_head, path)
         expected[path] = None if sha is None else sha.decode()
     return out, expected

@@ -38,13 +38,13 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..store import safefs
+from .. import safefs
 from ..errors import InvalidInput
 from ..memory.markdown import parse_text
 from ..memory.schema import clean_metadata, derive
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..vault import Vault
+    from ..services import Services
 
 __all__ = ["Finding", "diagnose"]
 
@@ -71,36 +71,36 @@ class Finding:
         return out
 
 
-def diagnose(vault: "Vault", *, repair: bool = False) -> list[Finding]:
+def diagnose(services: "Services", *, repair: bool = False) -> list[Finding]:
     """Run every check (and optional repairs); returns the findings in order."""
-    with vault.lock.hold():
-        catalog = _catalog(vault, repair)
-        locks = _git_locks(vault, repair)  # first: a stale index.lock would block the index repair
-        vault.scan()
-        return [_frontmatter(vault), _metadata(vault), _index(vault, repair), _worktree(vault),
-                _git_index(vault, repair), _temp_files(vault, repair), _fsck(vault), catalog,
-                locks, _recovery(vault), _secrets(vault), _memory_index(vault, repair), _links(vault),
-                _held_config(vault)]
+    with services.store.lock.hold():
+        catalog = _catalog(services, repair)
+        locks = _git_locks(services, repair)  # first: a stale index.lock would block the index repair
+        services.reader.scan()
+        return [_frontmatter(services), _metadata(services), _index(services, repair), _worktree(services),
+                _git_index(services, repair), _temp_files(services, repair), _fsck(services), catalog,
+                locks, _recovery(services), _secrets(services), _memory_index(services, repair), _links(services),
+                _held_config(services)]
 
 
-def _frontmatter(vault: "Vault") -> Finding:
-    bad = {row.path: row.problem for row in vault.catalog.all_rows() if row.problem}
+def _frontmatter(services: "Services") -> Finding:
+    bad = {row.path: row.problem for row in services.store.catalog.all_rows() if row.problem}
     return Finding("frontmatter", not bad,
                    f"{len(bad)} file(s) with unparseable frontmatter (indexed as plain Markdown)"
                    if bad else "all frontmatter parses", sorted(bad), bad)
 
 
-def _metadata(vault: "Vault") -> Finding:
+def _metadata(services: "Services") -> Finding:
     """Parsed frontmatter with bad values (each named by its field), tiers that disagree
     with the folder, duplicate ids.  Such files are read with safe defaults (see
     :func:`gitmem.memory.schema.sanitize_metadata`) and are never rewritten to fix them."""
     details: dict[str, str] = {}
     seen: dict[str, str] = {}
-    tiers = tuple(vault.config.tiers)
-    for row in vault.catalog.all_rows():
+    tiers = tuple(services.store.config.tiers)
+    for row in services.store.catalog.all_rows():
         found: list[str] = []
         if not row.problem:  # unparseable files are the frontmatter check's
-            data = safefs.read_or_none(vault.root, row.path)
+            data = safefs.read_or_none(services.store.root, row.path)
             if data is None:
                 continue  # removed since the scan
             try:
@@ -131,9 +131,9 @@ def _metadata(vault: "Vault") -> Finding:
                    sorted(details), details)
 
 
-def _index(vault: "Vault", repair: bool) -> Finding:
-    index = vault.index  # opening catches up; so compare again to report what is still off
-    on_disk = vault.catalog.hashes()
+def _index(services: "Services", repair: bool) -> Finding:
+    index = services.searcher.index  # opening catches up; so compare again to report what is still off
+    on_disk = services.store.catalog.hashes()
     indexed = index.indexed()
     missing = sorted(p for p in on_disk if p not in indexed)
     stale = sorted(p for p in on_disk if p in indexed and indexed[p] != on_disk[p])
@@ -145,13 +145,13 @@ def _index(vault: "Vault", repair: bool) -> Finding:
                       else f"search index matches the files ({len(on_disk)} memories)",
                       sorted(details), details)
     if details and repair:
-        report = vault.refresh()
+        report = services.searcher.refresh()
         finding.repaired = report.indexed + report.removed
     return finding
 
 
-def _worktree(vault: "Vault") -> Finding:
-    changes = vault.outside_changes()
+def _worktree(services: "Services") -> Finding:
+    changes = services.pipeline.outside_changes()
     paths = [c.path for c in changes]
     return Finding("worktree", not paths,
                    f"{len(paths)} memory file(s) changed but not committed "
@@ -159,7 +159,7 @@ def _worktree(vault: "Vault") -> Finding:
                    paths)
 
 
-def _git_index(vault: "Vault", repair: bool) -> Finding:
+def _git_index(services: "Services", repair: bool) -> Finding:
     """``.git/index`` against HEAD, and every blob it names must exist.
 
     An index naming a blob that is gone (a purge or prune killed part-way) makes
@@ -167,10 +167,10 @@ def _git_index(vault: "Vault", repair: bool) -> Finding:
     per-path repair cannot fix that, so ``--repair`` rebuilds the whole index
     from HEAD (:meth:`GitStore.rebuild_index_from_head`).
     """
-    vault.git.flush_index()
-    head_files = vault.git.list_tree(vault.git.head())
-    index = vault.git.repo.open_index()
-    missing = _index_missing_blobs(vault)
+    services.store.git.flush_index()
+    head_files = services.store.git.list_tree(services.store.git.head())
+    index = services.store.git.repo.open_index()
+    missing = _index_missing_blobs(services)
     off = sorted(path for path, sha in head_files.items()
                  if path.encode() not in index or index[path.encode()].sha != sha)
     paths = sorted(set(off) | set(missing))
@@ -185,18 +185,18 @@ def _git_index(vault: "Vault", repair: bool) -> Finding:
     finding = Finding("git-index", not paths, summary, paths, details)
     if paths and repair:
         try:
-            finding.repaired = (vault.git.rebuild_index_from_head() if missing
-                                else vault.git.repair_index())
+            finding.repaired = (services.store.git.rebuild_index_from_head() if missing
+                                else services.store.git.repair_index())
         except Exception as exc:  # noqa: BLE001 - e.g. a running git command holds index.lock
             finding.summary += f" (not repaired: {type(exc).__name__}; is a git command running?)"
     return finding
 
 
-def _index_missing_blobs(vault: "Vault") -> dict[str, str]:
+def _index_missing_blobs(services: "Services") -> dict[str, str]:
     """Paths whose ``.git/index`` entry names a blob the object store does not have."""
-    store = vault.git.repo.object_store
+    store = services.store.git.repo.object_store
     missing: dict[str, str] = {}
-    for path, entry in vault.git.repo.open_index().iteritems():
+    for path, entry in services.store.git.repo.open_index().iteritems():
         sha = getattr(entry, "sha", None)  # a conflicted entry has stages, not one sha
         if sha is None or (entry.mode & 0o170000) == 0o160000:  # a submodule names a commit
             continue
@@ -205,48 +205,48 @@ def _index_missing_blobs(vault: "Vault") -> dict[str, str]:
     return missing
 
 
-def _temp_files(vault: "Vault", repair: bool) -> Finding:
-    leftovers = [name for name in safefs.listdir(vault.root, "") if safefs.TEMP_MARK in name]
-    for top in safefs.listdir(vault.root, ""):
-        if top != ".git" and safefs.is_dir(vault.root, top):
-            leftovers += [rel for rel, _ in safefs.walk_files(vault.root, top, skip_dir=lambda d: d == ".git")
+def _temp_files(services: "Services", repair: bool) -> Finding:
+    leftovers = [name for name in safefs.listdir(services.store.root, "") if safefs.TEMP_MARK in name]
+    for top in safefs.listdir(services.store.root, ""):
+        if top != ".git" and safefs.is_dir(services.store.root, top):
+            leftovers += [rel for rel, _ in safefs.walk_files(services.store.root, top, skip_dir=lambda d: d == ".git")
                           if safefs.TEMP_MARK in rel.rsplit("/", 1)[-1]]
-    return _removable(vault, "temp-files", leftovers, "temp file(s) from interrupted writes",
+    return _removable(services, "temp-files", leftovers, "temp file(s) from interrupted writes",
                       "no leftover temp files", repair)
 
 
-def _removable(vault: "Vault", check: str, rels: list[str], problem: str, fine: str,
+def _removable(services: "Services", check: str, rels: list[str], problem: str, fine: str,
                repair: bool) -> Finding:
     """A finding listing leftover files (vault-relative) that ``--repair`` deletes."""
     finding = Finding(check, not rels, f"{len(rels)} {problem}" if rels else fine, sorted(rels))
     if rels and repair:
         for rel in rels:
             if rel.startswith(".git/"):  # git's own lock files, outside the work tree
-                (vault.root / rel).unlink(missing_ok=True)
+                (services.store.root / rel).unlink(missing_ok=True)
                 continue
             try:
-                safefs.remove(vault.root, rel, prune=False)
+                safefs.remove(services.store.root, rel, prune=False)
             except InvalidInput:  # a link planted on the way: never followed
                 continue
         finding.repaired = sorted(rels)
     return finding
 
 
-def _fsck(vault: "Vault") -> Finding:
+def _fsck(services: "Services") -> Finding:
     git = shutil.which("git")
     if git:
-        result = subprocess.run([git, "fsck", "--no-progress", "--no-dangling"], cwd=vault.root,
+        result = subprocess.run([git, "fsck", "--no-progress", "--no-dangling"], cwd=services.store.root,
                                 capture_output=True, text=True, check=False)
         text = (result.stdout + result.stderr).strip()
         return Finding("fsck", result.returncode == 0 and not text,
                        "git fsck: repository is valid" if result.returncode == 0 and not text
                        else f"git fsck reported problems: {text[:500]}")
     problems = []
-    head = vault.git.head()
+    head = services.store.git.head()
     if head is not None:
-        store = vault.git.repo.object_store
-        for sha in vault.git.walk_new(None, head):
-            commit = vault.git.commit(sha)
+        store = services.store.git.repo.object_store
+        for sha in services.store.git.walk_new(None, head):
+            commit = services.store.git.commit(sha)
             try:
                 commit.check()
                 for entry in store.iter_tree_contents(commit.tree):
@@ -258,7 +258,7 @@ def _fsck(vault: "Vault") -> Finding:
                    if not problems else f"corrupt objects: {'; '.join(problems)}")
 
 
-def _catalog(vault: "Vault", repair: bool) -> Finding:
+def _catalog(services: "Services", repair: bool) -> Finding:
     """The catalog cache: readable, rows in step with the files, history with HEAD.
 
     Rows and history are caches every read catches up lazily, so being behind
@@ -267,20 +267,20 @@ def _catalog(vault: "Vault", repair: bool) -> Finding:
     """
     import sqlite3
     try:
-        ok_db = vault.catalog.db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
-        changed = _stale_rows(vault)
+        ok_db = services.store.catalog.quick_check()
+        changed = _stale_rows(services)
     except sqlite3.DatabaseError:
         ok_db, changed = False, []
     if not ok_db:
         finding = Finding("catalog", False, "the catalog database is damaged")
         if repair:
-            vault.catalog.db.execute("DELETE FROM files")
-            vault.catalog.reset_touches()
-            vault.scan()
-            vault.sync_history()
+            services.store.catalog.forget_files()
+            services.store.catalog.reset_touches()
+            services.reader.scan()
+            services.history.sync_history()
             finding.repaired = ["rebuilt .git/gitmem/catalog.sqlite from the files and history"]
         return finding
-    behind = vault.sync_history()
+    behind = services.history.sync_history()
     parts = []
     if changed:
         parts.append(f"re-read {len(changed)} file(s) changed since it last looked")
@@ -290,9 +290,9 @@ def _catalog(vault: "Vault", repair: bool) -> Finding:
                    else "catalog matches the files and history", changed[:20])
 
 
-def _stale_rows(vault: "Vault") -> list[str]:
-    known = {path: vault.catalog.stat_of(path) for path in vault.catalog.hashes()}
-    disk = vault._disk_files()  # noqa: SLF001 - the doctor compares the cache with the disk
+def _stale_rows(services: "Services") -> list[str]:
+    known = {path: services.store.catalog.stat_of(path) for path in services.store.catalog.hashes()}
+    disk = services.reader.disk_files()  # the doctor compares the cache with the disk
     stale = [p for p, st in disk.items() if known.get(p) != (st.st_mtime_ns, st.st_size)]
     return sorted(stale + [p for p in known if p not in disk])
 
@@ -300,10 +300,10 @@ def _stale_rows(vault: "Vault") -> list[str]:
 _LOCK_AGE = 60.0  # seconds: git holds its locks for milliseconds, an editor-open commit for longer
 
 
-def _git_locks(vault: "Vault", repair: bool) -> Finding:
+def _git_locks(services: "Services", repair: bool) -> Finding:
     """Lock files in .git that no live process is using (older than a minute)."""
     import time
-    git_dir = vault.git.git_dir
+    git_dir = services.store.git.git_dir
     candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
     for folder, _, files in os.walk(git_dir / "refs"):
         candidates += [os.path.join(folder, f) for f in files if f.endswith(".lock")]
@@ -316,16 +316,16 @@ def _git_locks(vault: "Vault", repair: bool) -> Finding:
     for path in map(str, candidates):
         try:
             if now - os.stat(path).st_mtime > _LOCK_AGE:
-                stale.append(os.path.relpath(path, vault.root))
+                stale.append(os.path.relpath(path, services.store.root))
         except OSError:
             continue
-    return _removable(vault, "git-locks", stale, "stale lock file(s) in .git (they block git commands)",
+    return _removable(services, "git-locks", stale, "stale lock file(s) in .git (they block git commands)",
                       "no stale lock files in .git", repair)
 
 
-def _recovery(vault: "Vault") -> Finding:
+def _recovery(services: "Services") -> Finding:
     """What crash recovery did (informational: recovery itself is automatic)."""
-    log = vault.state_dir / "recovery.log"
+    log = services.store.state_dir / "recovery.log"
     try:
         lines = log.read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -336,14 +336,14 @@ def _recovery(vault: "Vault") -> Finding:
                    else "no interrupted writes recovered", lines[-5:])
 
 
-def _secrets(vault: "Vault") -> Finding:
+def _secrets(services: "Services") -> Finding:
     """Memory files holding what looks like a secret (a person's edits are committed as saved)."""
     from ..memory.secrets import policy_of, scan_text
-    if policy_of(vault.config) == "allow":
+    if policy_of(services.store.config) == "allow":
         return Finding("secrets", True, "not checked (secrets: allow in .gitmem.yaml)")
     details: dict[str, str] = {}
-    for row in vault.catalog.all_rows():
-        data = safefs.read_or_none(vault.root, row.path)
+    for row in services.store.catalog.all_rows():
+        data = safefs.read_or_none(services.store.root, row.path)
         if data is None:
             continue
         found = scan_text(data.decode("utf-8", "replace"))
@@ -355,10 +355,10 @@ def _secrets(vault: "Vault") -> Finding:
                    else "no secrets found in memory files", sorted(details), details)
 
 
-def _links(vault: "Vault") -> Finding:
+def _links(services: "Services") -> Finding:
     """Symbolic links in the tier folders (or as MEMORY.md / .gitmem.yaml): refused,
     never read, followed or committed."""
-    links = vault.refused_links()
+    links = services.reader.refused_links()
     return Finding("links", not links,
                    f"{len(links)} symbolic link(s) or non-UTF-8 file name(s) refused: gitmem never reads, "
                    "follows or commits them (replace each link with a real file or folder; rename the "
@@ -366,9 +366,9 @@ def _links(vault: "Vault") -> Finding:
                    else "no symbolic links in the vault", links)
 
 
-def _held_config(vault: "Vault") -> Finding:
+def _held_config(services: "Services") -> Finding:
     """Safety settings a sync brought in weaker form and that nobody accepted yet."""
-    held = vault.pending_config()
+    held = services.syncer.pending_config()
     details = {key: f"kept {entry['kept']!r}; .gitmem.yaml says {entry['file']!r}"
                for key, entry in held.items()}
     return Finding("config", not held,
@@ -376,29 +376,29 @@ def _held_config(vault: "Vault") -> Finding:
                    "'gitmem config accept'" if held else "no safety settings held back", sorted(held), details)
 
 
-def _memory_index(vault: "Vault", repair: bool) -> Finding:
+def _memory_index(services: "Services", repair: bool) -> Finding:
     """MEMORY.md against the memories.  Behind only because memories were committed
     with git (``git commit``, ``git pull``) since gitmem last generated it is a
     notice (ok): the next gitmem write regenerates it.  Edited by hand (on disk or
     in the last commit that changed it) or missing is a failure."""
     import re
-    from ..write.memory_md import MEMORY_INDEX
-    if not vault.config.memory_index:
+    from ..memory.paths import MEMORY_MD
+    if not services.store.config.memory_index:
         return Finding("memory-index", True, "MEMORY.md is turned off (memory_index: false)")
-    want = vault.render_memory_index()
-    head = vault.git.head()
-    committed = vault.git.read_at(head, MEMORY_INDEX) if head else None
-    on_disk = safefs.read_or_none(vault.root, MEMORY_INDEX)
+    want = services.memory_md.render()
+    head = services.store.git.head()
+    committed = services.store.git.read_at(head, MEMORY_MD) if head else None
+    on_disk = safefs.read_or_none(services.store.root, MEMORY_MD)
     if committed == want and on_disk == want:
         return Finding("memory-index", True, "MEMORY.md is up to date")
 
     def last_change_by_gitmem() -> bool:
         """Was MEMORY.md, as in HEAD, last written by a gitmem commit (not by hand)?"""
-        sha, blob, seen = head, vault.git.blob_sha_at(head, MEMORY_INDEX), 0
+        sha, blob, seen = head, services.store.git.blob_sha_at(head, MEMORY_MD), 0
         while sha is not None and seen < 500:
-            commit = vault.git.commit(sha)
+            commit = services.store.git.commit(sha)
             parent = commit.parents[0] if commit.parents else None
-            if parent is None or vault.git.blob_sha_at(parent, MEMORY_INDEX) != blob:
+            if parent is None or services.store.git.blob_sha_at(parent, MEMORY_MD) != blob:
                 message = commit.message.decode("utf-8", "replace")
                 return (re.search(r"^Op: *\S+", message, re.MULTILINE) is not None
                         and "(outside edit" not in message.split("\n", 1)[0])
@@ -408,15 +408,15 @@ def _memory_index(vault: "Vault", repair: bool) -> Finding:
     regenerate = ("run gitmem doctor --repair, or any write regenerates it")
     if on_disk is not None and on_disk == committed and last_change_by_gitmem():
         finding = Finding("memory-index", True, "MEMORY.md is behind memories committed with git "
-                          f"since gitmem generated it (notice: {regenerate})", [MEMORY_INDEX])
+                          f"since gitmem generated it (notice: {regenerate})", [MEMORY_MD])
     elif on_disk is None:
-        finding = Finding("memory-index", False, f"MEMORY.md is missing ({regenerate})", [MEMORY_INDEX])
+        finding = Finding("memory-index", False, f"MEMORY.md is missing ({regenerate})", [MEMORY_MD])
     else:
         finding = Finding("memory-index", False, "MEMORY.md does not match the memories: it was "
-                          f"edited by hand ({regenerate})", [MEMORY_INDEX])
+                          f"edited by hand ({regenerate})", [MEMORY_MD])
     if repair:
         # An empty change set: the commit path regenerates MEMORY.md (and first keeps a
         # person's uncommitted edit of it in history).
-        vault._commit([], "index: regenerate MEMORY.md", "index", [])  # noqa: SLF001
+        services.pipeline.commit([], "index: regenerate MEMORY.md", "index", [])
         finding.repaired = ["MEMORY.md regenerated (one commit)"]
     return finding

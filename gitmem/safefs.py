@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..errors import InvalidPath, UnsafePath
+from .errors import InvalidPath, UnsafePath
 
 __all__ = ["MAX_COMPONENT_BYTES", "check_component", "split_checked", "read_bytes", "read_or_none",
            "lstat", "is_file", "is_dir", "is_symlink_on_the_way", "write_bytes", "remove",

@@ -43,7 +43,7 @@ their old value (a ref already at its new value is skipped), files are written
 only where the disk still shows the old or new content, the index is rebuilt
 from HEAD, gc and the cache rebuild can simply run again.  A purge killed at
 any point is therefore **finished** by the next process that takes the vault
-lock (:func:`recover_purge`, called from :func:`gitmem.store.recovery.recover_vault`)
+lock (:func:`recover_purge`, called by the vault each time it takes the lock)
 or, when it was killed before its objects were all stored, **rolled back**
 (partial pack files are removed; no ref had moved).  The journal also marks
 ``.git/index`` dirty first, so merely opening the vault takes the lock.
@@ -68,19 +68,21 @@ from typing import TYPE_CHECKING, Any, Iterable
 from dulwich.object_store import iter_tree_contents
 from dulwich.objects import Blob, Commit, Tag, Tree
 
-from ..store import safefs
+from .. import safefs
 from ..store.catalog import id_from_blob
 from ..errors import NotFound, StorageError, UnsafePath
 from ..store.git import blob_id
 from ..memory.markdown import decode, parse_text
-from ..write.memory_md import MEMORY_INDEX, render_index
+from ..memory.paths import MEMORY_MD
+from ..write.memory_md import render_index
 from ..store.recovery import PendingObjects, needs_recovery, recover
 from ..search.vectors import forget_removed
+from ..store.purged import record_purged
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..vault import Vault
+    from ..services import Services
 
-__all__ = ["PurgeReport", "purge", "recover_purge", "record_purged", "purged_in", "REMOTE_WARNING",
+__all__ = ["PurgeReport", "purge", "recover_purge", "REMOTE_WARNING",
            "JOURNAL"]
 
 REMOTE_WARNING = ("Remotes and other clones still hold the old history: force-push this branch "
@@ -155,9 +157,9 @@ class _Rewriter:
     New objects go to ``self.pending`` (in memory) until the journal is written.
     """
 
-    def __init__(self, vault: "Vault", memory_id: str, paths: set[str], titles: set[str]) -> None:
-        self.vault = vault
-        self.pending = PendingObjects(vault.git.repo.object_store)
+    def __init__(self, services: "Services", memory_id: str, paths: set[str], titles: set[str]) -> None:
+        self.services = services
+        self.pending = PendingObjects(services.store.git.repo.object_store)
         self.id = memory_id
         self.ids = {memory_id}            # grows with the conflict copies found
         self.copies: set[str] = set()
@@ -238,7 +240,7 @@ class _Rewriter:
         old: Tree = self.pending[tree_id]
         entries = list(old.iteritems())
         # MEMORY.md last: the files beside it may reveal conflict copies whose lines it lists.
-        entries.sort(key=lambda e: not prefix and e.path == MEMORY_INDEX.encode())
+        entries.sort(key=lambda e: not prefix and e.path == MEMORY_MD.encode())
         new = Tree()
         changed = False
         for entry in entries:
@@ -251,7 +253,7 @@ class _Rewriter:
                     if sub == _EMPTY_TREE:
                         continue  # a folder emptied by the purge goes, as git would have it
                 new.add(name, mode, sub)
-            elif stat.S_ISREG(mode) and not prefix and path == MEMORY_INDEX:
+            elif stat.S_ISREG(mode) and not prefix and path == MEMORY_MD:
                 sub = self._index_blob(sha)
                 changed = changed or sub != sha
                 new.add(name, mode, sub)
@@ -275,7 +277,7 @@ class _Rewriter:
             return True
         if b == _EMPTY_TREE or a == _EMPTY_TREE:
             return False
-        rest = [[e for e in self.pending[t].items() if e.path != MEMORY_INDEX.encode()] for t in (a, b)]
+        rest = [[e for e in self.pending[t].items() if e.path != MEMORY_MD.encode()] for t in (a, b)]
         return rest[0] == rest[1]
 
     # ------------------------------------------------------------- commits
@@ -333,7 +335,7 @@ class _Rewriter:
     def rewrite_history(self, tips: Iterable[bytes]) -> None:
         """Map every commit reachable from ``tips`` (oldest first).  All trees are
         rewritten before any commit, so every message is scrubbed of every copy found."""
-        repo = self.vault.git.repo
+        repo = self.services.store.git.repo
         tips = list(set(tips))
         if not tips:
             return
@@ -347,7 +349,7 @@ class _Rewriter:
         """A copy of commit ``sha`` whose ``MEMORY.md`` is ``text`` (``sha`` if it already is)."""
         old: Commit = self.pending[sha]
         root: Tree = self.pending[old.tree]
-        name = MEMORY_INDEX.encode()
+        name = MEMORY_MD.encode()
         if name not in root:
             return sha
         mode, current = root[name]
@@ -427,7 +429,7 @@ class _Rewriter:
 
     def rewrite_notes(self, tip: bytes, moved: dict[bytes, bytes | None]) -> bytes | None:
         """The new tip of a notes ref (None: no note left, delete the ref)."""
-        repo = self.vault.git.repo
+        repo = self.services.store.git.repo
         order = [entry.commit.id for entry in repo.get_walker(include=[tip], order="topo")][::-1]
         mapped: dict[bytes, bytes] = {}
         for sha in order:
@@ -443,15 +445,15 @@ class _Rewriter:
         return None if self.pending[self.pending[new_tip].tree].items() == [] else new_tip
 
 
-def _history_of(vault: "Vault", memory_id: str) -> tuple[set[str], set[str]]:
+def _history_of(services: "Services", memory_id: str) -> tuple[set[str], set[str]]:
     """Every path and title the memory had, from the catalog's history table."""
     paths: set[str] = set()
     titles: set[str] = set()
-    for touch in vault.catalog.touches(memory_id):
+    for touch in services.store.catalog.touches(memory_id):
         if not touch.path:
             continue
         paths.add(touch.path)
-        data = vault.git.read_at(touch.commit.encode(), touch.path)
+        data = services.store.git.read_at(touch.commit.encode(), touch.path)
         if data is not None:
             try:
                 title = parse_text(decode(data)).meta.get("title")
@@ -459,10 +461,10 @@ def _history_of(vault: "Vault", memory_id: str) -> tuple[set[str], set[str]]:
                 title = None
             if isinstance(title, str) and title.strip():
                 titles.add(title.strip())
-    row_paths = [row.path for row in vault.catalog.by_id(memory_id)]
+    row_paths = [row.path for row in services.store.catalog.by_id(memory_id)]
     paths.update(row_paths)
     for path in row_paths:
-        title = vault.catalog.row(path).meta.get("title") if vault.catalog.row(path) else None
+        title = services.store.catalog.row(path).meta.get("title") if services.store.catalog.row(path) else None
         if isinstance(title, str) and title.strip():
             titles.add(title.strip())
     return paths, titles
@@ -476,24 +478,19 @@ def _files(store: Any, commit: bytes | None) -> dict[str, bytes]:
             for e in iter_tree_contents(store, store[commit].tree) if stat.S_ISREG(e.mode)}
 
 
-def _render_without(vault: "Vault", removed: set[str], ids: set[str]) -> bytes:
+def _render_without(services: "Services", removed: set[str], ids: set[str]) -> bytes:
     """``MEMORY.md`` for the vault without the removed files (catalog changes rolled back)."""
-    vault.render_memory_index()  # brings the catalog up to date with the files first
+    services.memory_md.render()  # brings the catalog up to date with the files first
     for memory_id in ids:  # an uncommitted copy of a purged memory is removed from disk too
-        removed |= {row.path for row in vault.catalog.by_id(memory_id)}
-    db = vault.catalog.db
-    db.execute("SAVEPOINT purge_memory_index")
-    try:
-        vault.catalog.drop(sorted(removed))
-        return render_index(vault.catalog, vault.config).encode("utf-8")
-    finally:
-        db.execute("ROLLBACK TO purge_memory_index")
-        db.execute("RELEASE purge_memory_index")
+        removed |= {row.path for row in services.store.catalog.by_id(memory_id)}
+    with services.store.catalog.what_if():
+        services.store.catalog.drop(sorted(removed))
+        return render_index(services.store.catalog, services.store.config).encode("utf-8")
 
 
-def _plan(vault: "Vault", rewriter: _Rewriter, report: PurgeReport) -> dict[str, Any]:
+def _plan(services: "Services", rewriter: _Rewriter, report: PurgeReport) -> dict[str, Any]:
     """Rewrite everything in memory; return the journal record of what to apply."""
-    repo = vault.git.repo
+    repo = services.store.git.repo
     store = rewriter.pending
     symrefs = set(repo.refs.get_symrefs())
     refs = {name: sha for name, sha in repo.refs.as_dict().items()
@@ -513,14 +510,14 @@ def _plan(vault: "Vault", rewriter: _Rewriter, report: PurgeReport) -> dict[str,
     report.commits_rewritten, report.commits_dropped = rewriter.rewritten, rewriter.dropped
     report.conflict_copies = sorted(rewriter.copies)
 
-    head_ref = vault.git.head_ref()
+    head_ref = services.store.git.head_ref()
     old_head = tips[head_ref][1] if head_ref in tips else None
     new_head = rewriter.commits.get(old_head, old_head) if old_head is not None else None
     regenerated: dict[bytes, bytes] = {}
     if (old_head is not None and new_head is not None and new_head != old_head
-            and vault.config.memory_index):
+            and services.store.config.memory_index):
         removed = set(_files(store, old_head)) - set(_files(store, new_head))
-        text = _render_without(vault, removed, rewriter.ids)
+        text = _render_without(services, removed, rewriter.ids)
         regen = rewriter.replace_memory_index(new_head, text)
         if regen != new_head:
             regenerated[new_head] = regen
@@ -566,25 +563,25 @@ def _plan(vault: "Vault", rewriter: _Rewriter, report: PurgeReport) -> dict[str,
             "old_commits": sorted(sha.decode() for sha in moved)}
 
 
-def purge(vault: "Vault", ref: str) -> PurgeReport:
+def purge(services: "Services", ref: str) -> PurgeReport:
     """Remove the memory ``ref`` names (id, path, title; also a deleted one), its
     conflict copies and the notes holding it from all history (see module docstring)."""
-    with vault.lock.hold():  # taking the lock first finishes an earlier purge that was killed
-        memory_id = vault._memory_id(ref)  # noqa: SLF001 - resolves deleted memories too
-        vault.sync_history()
-        paths, titles = _history_of(vault, memory_id)
+    with services.store.lock.hold():  # taking the lock first finishes an earlier purge that was killed
+        memory_id = services.history.memory_id(ref)  # resolves deleted memories too
+        services.history.sync_history()
+        paths, titles = _history_of(services, memory_id)
         if not paths:
             raise NotFound(f"no file of memory {memory_id} was ever committed")
         report = PurgeReport(memory_id, sorted(paths))
-        vault.flush()
-        rewriter = _Rewriter(vault, memory_id, paths, titles)
-        record = _plan(vault, rewriter, report)  # in memory only: a kill here changes nothing
+        services.pipeline.flush(10.0)
+        rewriter = _Rewriter(services, memory_id, paths, titles)
+        record = _plan(services, rewriter, report)  # in memory only: a kill here changes nothing
         report.paths = sorted(set(report.paths) | rewriter.removed_paths)
         # Index dirty first, so even a reader that opens the vault takes the lock (and recovers).
-        vault.git.mark_index_dirty()
-        _write_journal(vault, record)
+        services.store.git.mark_index_dirty()
+        _write_journal(services, record)
         _store_objects(rewriter.pending)
-        report.objects_pruned = _run(vault, record, "refs")
+        report.objects_pruned = _run(services, record, "refs")
     return report
 
 
@@ -595,38 +592,38 @@ def _store_objects(pending: PendingObjects) -> None:
         pending.store.add_objects([(obj, None) for obj in fresh])
 
 
-def _write_journal(vault: "Vault", record: dict[str, Any]) -> None:
-    target = vault.state_dir / JOURNAL
+def _write_journal(services: "Services", record: dict[str, Any]) -> None:
+    target = services.store.state_dir / JOURNAL
     tmp = target.with_name(JOURNAL + ".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, target)
 
 
-def _run(vault: "Vault", record: dict[str, Any], start: str) -> int:
+def _run(services: "Services", record: dict[str, Any], start: str) -> int:
     """Apply the journaled purge from step ``start`` on; returns the objects pruned."""
     pruned = 0
     for step in STEPS[STEPS.index(start):]:
         if step == "objects":
             continue
         record["step"] = step
-        _write_journal(vault, record)  # before the step: a kill re-runs it (each is idempotent)
+        _write_journal(services, record)  # before the step: a kill re-runs it (each is idempotent)
         if step == "refs":
-            record_purged(vault, record["id"], [c.encode() for c in record["old_commits"]])
-            _move_refs(vault, record)
+            record_purged(services.store.state_dir, record["id"], [c.encode() for c in record["old_commits"]])
+            _move_refs(services, record)
         elif step == "worktree":
-            _update_worktree(vault, record)
-            vault.git.rebuild_index_from_head()  # before gc: no entry may name a pruned blob
+            _update_worktree(services, record)
+            services.store.git.rebuild_index_from_head()  # before gc: no entry may name a pruned blob
         elif step == "gc":
-            pruned = _forget_old_objects(vault)
+            pruned = _forget_old_objects(services)
         elif step == "caches":
-            _rebuild_caches(vault)
-    (vault.state_dir / JOURNAL).unlink(missing_ok=True)
+            _rebuild_caches(services)
+    (services.store.state_dir / JOURNAL).unlink(missing_ok=True)
     return pruned
 
 
-def _move_refs(vault: "Vault", record: dict[str, Any]) -> None:
+def _move_refs(services: "Services", record: dict[str, Any]) -> None:
     """Move each ref from its old to its new value; a ref already moved is left alone."""
-    repo = vault.git.repo
+    repo = services.store.git.repo
     for name, old, new in record["refs"]:
         key = name.encode()
         try:
@@ -645,10 +642,10 @@ def _move_refs(vault: "Vault", record: dict[str, Any]) -> None:
                                hint="Run any gitmem command: the purge is finished from its journal.")
 
 
-def _update_worktree(vault: "Vault", record: dict[str, Any]) -> None:
+def _update_worktree(services: "Services", record: dict[str, Any]) -> None:
     """Bring the working tree to the new HEAD, never over a person's later edit
-    (all through the path gate, :mod:`gitmem.store.safefs`: no link is followed)."""
-    root = vault.root
+    (all through the path gate, :mod:`gitmem.safefs`: no link is followed)."""
+    root = services.store.root
     ids = set(record["ids"])
     for path, old, new in record["worktree"]:
         data = _disk(root, path)
@@ -661,11 +658,11 @@ def _update_worktree(vault: "Vault", record: dict[str, Any]) -> None:
         if new is None:
             safefs.remove(root, path)
         else:
-            safefs.write_bytes(root, path, vault.git.blob(new.encode()), replace_link=path == MEMORY_INDEX)
-    head = vault.git.head()
+            safefs.write_bytes(root, path, services.store.git.blob(new.encode()), replace_link=path == MEMORY_MD)
+    head = services.store.git.head()
     for path in record["paths"]:  # an uncommitted copy of a purged memory goes too
         data = _disk(root, path)
-        if (data is not None and vault.git.blob_sha_at(head, path) is None
+        if (data is not None and services.store.git.blob_sha_at(head, path) is None
                 and id_from_blob(data) in ids | {None}):
             safefs.remove(root, path)
 
@@ -678,52 +675,22 @@ def _disk(root: Path, path: str) -> bytes | None:
         return None
 
 
-PURGED = "purged.json"
 
-
-def record_purged(vault: "Vault", memory_id: str, old_commits: list[bytes]) -> None:
-    """Remember the commits a purge rewrote (in ``.git/gitmem/purged.json``), so a sync
-    can refuse a remote whose history still holds them instead of merging them back."""
-    path = vault.state_dir / PURGED
-    data = _purged(vault)
-    data[memory_id] = sorted(set(data.get(memory_id, [])) | {c.decode() for c in old_commits})
-    tmp = path.with_name(PURGED + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-def _purged(vault: "Vault") -> dict[str, list[str]]:
-    try:
-        data = json.loads((vault.state_dir / PURGED).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def purged_in(vault: "Vault", commits: Iterable[bytes]) -> list[str]:
-    """Ids of purged memories whose old (pre-purge) history is among ``commits``."""
-    data = _purged(vault)
-    if not data:
-        return []
-    incoming = {c.decode() for c in commits}
-    return [mid for mid, old in data.items() if incoming.intersection(old)]
-
-
-def _forget_old_objects(vault: "Vault") -> int:
+def _forget_old_objects(services: "Services") -> int:
     """Delete the reflogs and prune every unreachable object (repacking the rest)."""
     from dulwich.gc import garbage_collect
-    logs = vault.git.git_dir / "logs"
+    logs = services.store.git.git_dir / "logs"
     if logs.exists():
         shutil.rmtree(logs)
-    stats = garbage_collect(vault.git.repo, prune=True, grace_period=None)
+    stats = garbage_collect(services.store.git.repo, prune=True, grace_period=None)
     return len(stats.pruned_objects)
 
 
-def _remove_partial_packs(vault: "Vault") -> list[str]:
+def _remove_partial_packs(services: "Services") -> list[str]:
     """Pack files a killed pack write or repack left: a pack without its index (or
     the reverse), a temp pack, an index lock.  Only called when recovering a killed
     purge: these are its own writes (a normal purge leaves none)."""
-    pack_dir = vault.git.git_dir / "objects" / "pack"
+    pack_dir = services.store.git.git_dir / "objects" / "pack"
     try:
         names = set(os.listdir(pack_dir))
     except OSError:
@@ -737,29 +704,28 @@ def _remove_partial_packs(vault: "Vault") -> list[str]:
         if orphan:
             (pack_dir / name).unlink(missing_ok=True)
             removed.append(name)
-    for leftover in (vault.git.git_dir / "objects").glob("tmp_pack_*"):
+    for leftover in (services.store.git.git_dir / "objects").glob("tmp_pack_*"):
         leftover.unlink(missing_ok=True)
         removed.append(leftover.name)
     return removed
 
 
-def _rebuild_caches(vault: "Vault") -> None:
+def _rebuild_caches(services: "Services") -> None:
     """History table, file rows and search index from scratch; no old page left in SQLite."""
-    vault.catalog.reset_touches()
-    vault.scan()
-    vault.sync_history()
-    vault.catalog.db.execute("VACUUM")
-    vault.catalog.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    vault.reindex()
-    forget_removed(vault)       # vectors of the purged memory's text
-    vault.as_of_search.drop()   # the history it indexed holds the purged text
+    services.store.catalog.reset_touches()
+    services.reader.scan()
+    services.history.sync_history()
+    services.store.catalog.compact()
+    services.searcher.reindex()
+    forget_removed(services.store)   # vectors of the purged memory's text
+    services.searcher.as_of_search.drop()   # the history it indexed holds the purged text
     from ..exchange.view import DEFAULT_PAGE
-    (vault.state_dir / DEFAULT_PAGE).unlink(missing_ok=True)   # so does the default view page
-    if vault._search_index is not None:  # noqa: SLF001 - compact: no deleted document kept on disk
-        vault._search_index.optimize()  # noqa: SLF001
+    (services.store.state_dir / DEFAULT_PAGE).unlink(missing_ok=True)   # so does the default view page
+    if services.searcher.open_index is not None:  # compact: no deleted document kept on disk
+        services.searcher.open_index.optimize()
 
 
-def recover_purge(vault: "Vault") -> list[str]:
+def recover_purge(services: "Services") -> list[str]:
     """Finish, or roll back, a purge whose process was killed (caller holds the vault lock).
 
     One stat when there is no journal.  Killed before all its objects were
@@ -768,45 +734,45 @@ def recover_purge(vault: "Vault") -> list[str]:
     one the journal names.  Returns what was done (also appended to
     ``.git/gitmem/recovery.log``, which ``gitmem doctor`` shows).
     """
-    journal = vault.state_dir / JOURNAL
+    journal = services.store.state_dir / JOURNAL
     if not journal.exists():
         return []
-    if needs_recovery(vault.git):
-        recover(vault.git)  # an index.lock the killed purge left would block the index rebuild
+    if needs_recovery(services.store.git):
+        recover(services.store.git)  # an index.lock the killed purge left would block the index rebuild
     try:
         record = json.loads(journal.read_text())
     except (OSError, ValueError):
         record = None  # written by rename, so never half; unreadable means nothing to apply
     actions: list[str] = []
-    removed = _remove_partial_packs(vault)
+    removed = _remove_partial_packs(services)
     if removed:
         actions.append(f"removed {len(removed)} partial pack file(s) of a killed purge")
     step = record.get("step") if isinstance(record, dict) else None
     if step not in STEPS:
         journal.unlink(missing_ok=True)
         actions.append("dropped an unreadable purge journal")
-    elif step == "objects" and not _objects_stored(vault, record):
+    elif step == "objects" and not _objects_stored(services, record):
         journal.unlink(missing_ok=True)
         actions.append(f"rolled back a purge of {record['id']} killed before its objects were "
                        "stored (nothing had changed; the memory is still there)")
     else:
-        _remove_stale_ref_locks(vault, record)
-        _run(vault, record, "refs" if step == "objects" else step)
+        _remove_stale_ref_locks(services, record)
+        _run(services, record, "refs" if step == "objects" else step)
         actions.append(f"finished a purge of {record['id']} killed during its {step} step")
-    _log(vault, actions)
+    _log(services, actions)
     return actions
 
 
-def _objects_stored(vault: "Vault", record: dict[str, Any]) -> bool:
-    store = vault.git.repo.object_store
+def _objects_stored(services: "Services", record: dict[str, Any]) -> bool:
+    store = services.store.git.repo.object_store
     wanted = [new for _, _, new in record["refs"] if new] + [new for _, _, new in record["worktree"] if new]
     return all(sha.encode() in store for sha in wanted)
 
 
-def _remove_stale_ref_locks(vault: "Vault", record: dict[str, Any]) -> None:
+def _remove_stale_ref_locks(services: "Services", record: dict[str, Any]) -> None:
     """Lock files dulwich left when the purge was killed inside a ref update or gc's
     ``pack_refs``: they would make every later ref update fail."""
-    git_dir = vault.git.git_dir
+    git_dir = services.store.git.git_dir
     for name, _, new in record["refs"]:
         lock = git_dir / f"{name}.lock"
         try:
@@ -819,12 +785,12 @@ def _remove_stale_ref_locks(vault: "Vault", record: dict[str, Any]) -> None:
         (git_dir / "packed-refs.lock").unlink(missing_ok=True)
 
 
-def _log(vault: "Vault", actions: list[str]) -> None:
+def _log(services: "Services", actions: list[str]) -> None:
     if not actions:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        with open(vault.state_dir / "recovery.log", "a", encoding="utf-8") as handle:
+        with open(services.store.state_dir / "recovery.log", "a", encoding="utf-8") as handle:
             handle.writelines(f"{stamp} {action}\n" for action in actions)
     except OSError:
         pass

@@ -1,0 +1,261 @@
+"""Creating, changing, moving and deleting one memory: :class:`Memories`.
+
+Each method is one commit through the write pipeline (:mod:`gitmem.write.pipeline`);
+the lifecycle operations (:mod:`gitmem.ops.lifecycle`) build on them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ..config import Identity
+from ..errors import Conflict, InvalidInput, InvalidMetadata, MatchError
+from ..memory.markdown import ParsedFile
+from ..memory.paths import check_relpath, memory_relpath, slugify
+from ..memory.schema import Memory, clean_metadata, new_id, ordered, validate_title
+from .. import safefs
+from ..store.git import FileChange
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..store.reader import Reader
+    from ..store.storage import Storage
+    from ..write.pipeline import WritePipeline
+
+__all__ = ["Memories"]
+
+
+class Memories:
+    """Add, update, move and delete memories, one commit each."""
+
+    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline") -> None:
+        self.store = store
+        self.reader = reader
+        self.pipeline = pipeline
+
+    def unique_stem(self, title: str, memory_id: str) -> str:
+        base = slugify(title) or f"memory-{memory_id[:8]}"
+        self.reader.ensure_scanned()
+        stem, n = base, 2
+        while self.store.catalog.stem_taken(stem):
+            stem, n = f"{base}-{n}", n + 1
+        return stem
+
+    def add(self, title: str, body: str = "", *, type: str = "memory", tier: str | None = None,
+            tags: Sequence[str] | None = None, author: str | Identity | None = None,
+            path: str | None = None, force: bool = False, **fields: Any) -> Memory:
+        """Create a memory (one commit ``add: <title>``) and return it.
+
+        ``fields`` are any other frontmatter fields (importance, confidence,
+        scope, entities, related, summary, source, expires, ...).  ``path``
+        places the file explicitly (vault-relative, under a tier folder);
+        otherwise it goes to ``<tier>/<h1>/<h2>/<slug>.md``.  A ``supersedes``
+        field (or ``related`` entries with relation ``supersedes``) marks those
+        memories ``status: superseded`` with ``superseded_by`` in the same commit
+        (a protected one needs ``force``).  :meth:`write` adds dedup and
+        idempotency on top of this.
+        """
+        who = self.store.author_of(author)
+        title = validate_title(title)
+        tier = tier or self.store.config.tiers[0]
+        memory_id = str(fields.pop("id", None) or new_id())
+        now = self.store.now()
+        meta = {"id": memory_id, "title": title, "type": type, "tier": tier, "status": "active",
+                "tags": list(tags or []), "created": now, "updated": now, "agent": who.name, **fields}
+        meta = ordered(clean_metadata(meta, tiers=self.store.config.tiers))
+        with self.store.lock.hold():
+            if self.store.catalog.by_id(memory_id):
+                raise Conflict(f"a memory with id {memory_id} already exists")
+            olds = self._superseded_by_new(meta, force)
+            if path is not None:
+                rel = self._new_path(path, meta)
+            else:
+                rel = memory_relpath(tier, memory_id, self.unique_stem(title, memory_id))
+            changes = [FileChange(rel, self.pipeline.render(meta, body))]
+            touched = [(memory_id, rel, "add")]
+            for old, parsed in olds:
+                changes.append(FileChange(old.path, self.pipeline.render(
+                    ordered(dict(old.meta, status="superseded", superseded_by=memory_id,
+                                 updated=now)), old.body, parsed.raw_blocks)))
+                touched.append((old.id, old.path, "supersede"))
+            subject = f"add: {title}" + (f" (supersedes {', '.join(o.title for o, _ in olds)})"
+                                         if olds else "")
+            done = self.pipeline.commit(changes, subject, "add", touched, author=who,
+                                forced=force and any(self.pipeline.protected(o) for o, _ in olds))
+        return self.pipeline.written(done, rel)
+
+    def _superseded_by_new(self, meta: dict[str, Any], force: bool) -> list[tuple[Memory, ParsedFile]]:
+        """The memories a new memory's ``supersedes`` names (resolved; ids written back)."""
+        refs = [meta["supersedes"]] if meta.get("supersedes") else []
+        refs += [r["id"] for r in meta.get("related", []) if r["relation"] == "supersedes"]
+        found: dict[str, tuple[Memory, ParsedFile]] = {}
+        resolved: dict[str, str] = {}
+        for ref in refs:
+            old, parsed = self.pipeline.current(str(ref))
+            self.pipeline.guard(old, force, "supersede")
+            found.setdefault(old.id, (old, parsed))
+            resolved[str(ref)] = old.id
+        if meta.get("supersedes"):
+            meta["supersedes"] = resolved[str(meta["supersedes"])]
+        for entry in meta.get("related", []):
+            if entry["relation"] == "supersedes":
+                entry["id"] = resolved[entry["id"]]
+        return list(found.values())
+
+    def _new_path(self, path: str, meta: dict[str, Any]) -> str:
+        rel = check_relpath(path)
+        if not rel.endswith(".md"):
+            rel += ".md"
+        top = rel.split("/", 1)[0]
+        if top not in self.store.config.tiers or "/" not in rel:
+            raise InvalidInput(f"path {path!r} must start with a tier folder "
+                               f"({', '.join(self.store.config.tiers)})")
+        meta["tier"] = top
+        if safefs.lstat(self.store.root, rel) is not None:
+            raise Conflict(f"{rel} already exists", hint="Update it instead, or pick another name.")
+        if self.store.catalog.stem_taken(rel.rsplit("/", 1)[-1][:-3]):
+            raise Conflict(f"a memory file named {rel.rsplit('/', 1)[-1]} already exists in the vault",
+                           hint="File names are unique across tiers so [[links]] stay unambiguous.")
+        return rel
+
+    def update(self, ref: str, *, body: str | None = None, append: str | None = None,
+               replace: tuple[str, str] | None = None, title: str | None = None,
+               tags: Sequence[str] | None = None, add_tags: Sequence[str] = (),
+               remove_tags: Sequence[str] = (), meta: Mapping[str, Any] | None = None,
+               force: bool = False, author: str | Identity | None = None,
+               message: str | None = None) -> Memory:
+        """Change a memory in one commit ``update: <title>``.
+
+        ``body`` replaces the content, ``append`` adds a paragraph at the end,
+        ``replace=(old, new)`` swaps text that must occur exactly once.
+        ``tags`` replaces the tag list; ``add_tags``/``remove_tags`` edit it;
+        ``meta`` sets other frontmatter fields (a value of None removes one).
+        Changing the content, title or type of a protected memory needs ``force``.
+        """
+        who = self.store.author_of(author)
+        with self.store.lock.hold():
+            memory, parsed = self.pipeline.current(ref)
+            new_meta = dict(memory.meta)
+            new_body = memory.body
+            content_change = body is not None or append is not None or replace is not None
+            if body is not None:
+                new_body = body
+            if append is not None:
+                sep = "" if not new_body or new_body.endswith("\n\n") else ("\n" if new_body.endswith("\n") else "\n\n")
+                new_body = f"{new_body}{sep}{append}" + ("" if append.endswith("\n") else "\n")
+            if replace is not None:
+                old, new = replace
+                if not isinstance(old, str) or not old:
+                    raise InvalidInput("the text to replace is empty")
+                count = new_body.count(old)
+                if count != 1:
+                    raise MatchError(
+                        f"the text to replace occurs {count} times in {memory.path}; it must occur exactly once",
+                        code="no_match" if count == 0 else "ambiguous_match",
+                        hint="Quote more surrounding text so it matches exactly once.")
+                new_body = new_body.replace(old, new, 1)
+            if title is not None:
+                new_meta["title"] = validate_title(title)
+                content_change = True
+            if tags is not None:
+                new_meta["tags"] = list(tags)
+            if add_tags or remove_tags:
+                drop = set(remove_tags)
+                current = [t for t in new_meta.get("tags", []) if t not in drop]
+                new_meta["tags"] = list(dict.fromkeys([*current, *add_tags]))  # linear, order kept
+            for key, value in (meta or {}).items():
+                if key in ("id", "tier", "created"):
+                    raise InvalidMetadata(f"{key} cannot be changed by update",
+                                          hint="Use move() to change the tier." if key == "tier" else None)
+                if key == "type":
+                    content_change = True
+                new_meta[key] = value
+                if value is None:
+                    new_meta.pop(key)
+            if content_change:
+                self.pipeline.guard(memory, force, "overwrite")
+            new_meta["updated"] = self.store.now()
+            new_meta = ordered(clean_metadata(new_meta, tiers=self.store.config.tiers))
+            if new_meta == memory.meta and new_body == memory.body:
+                return memory  # nothing changed: no empty commit
+            data = self.pipeline.render(new_meta, new_body, parsed.raw_blocks)
+            subject = message or f"update: {new_meta['title']}"
+            done = self.pipeline.commit([FileChange(memory.path, data)], subject, "update",
+                               [(memory.id, memory.path, "update")], author=who, forced=force and self.pipeline.protected(memory))
+        return self.pipeline.written(done, memory.path)
+
+    def move(self, ref: str, tier: str, *, force: bool = False, author: str | Identity | None = None,
+             extra_meta: Mapping[str, Any] | None = None, op: str = "move",
+             body: str | None = None) -> Memory:
+        """Move a memory to another tier: one commit, a tracked rename.
+
+        ``body`` also replaces the content in the same commit (the ``fsm``
+        profile's ``update_memory`` with content and tier)."""
+        who = self.store.author_of(author)
+        if tier not in self.store.config.tiers:
+            raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(self.store.config.tiers)}")
+        with self.store.lock.hold():
+            memory, parsed = self.pipeline.current(ref)
+            if memory.tier == tier and not extra_meta and body is None:
+                return memory
+            self.pipeline.guard(memory, force, "move")
+            changes, new_path = self.move_changes(memory, parsed, tier, extra_meta, body)
+            subject = f"{op}: {memory.title} {memory.tier} -> {tier}"
+            done = self.pipeline.commit(changes, subject, op, [(memory.id, new_path, op)], author=who,
+                               forced=force and self.pipeline.protected(memory))
+        return self.pipeline.written(done, new_path)
+
+    def move_changes(self, memory: Memory, parsed: ParsedFile, tier: str,
+                      extra_meta: Mapping[str, Any] | None = None,
+                      body: str | None = None) -> tuple[list[FileChange], str]:
+        """The file changes that move ``memory`` to ``tier`` (a rename git tracks), set
+        ``extra_meta`` (None removes a key) and optionally a new ``body``.  Moving into
+        the archive records ``archived_from`` and marks an active memory archived;
+        moving out makes it active again."""
+        new_meta = dict(memory.meta, tier=tier)
+        archive = self.store.config.archive_tier
+        if tier == archive and memory.tier != archive:
+            new_meta.setdefault("archived_from", memory.tier)
+            if new_meta.get("status", "active") == "active":
+                new_meta["status"] = "archived"
+        elif memory.tier == archive and tier != archive:
+            for key in ("archived_from", "archived_into", "merged_into"):
+                new_meta.pop(key, None)
+            new_meta["status"] = "active"
+        for key, value in (extra_meta or {}).items():
+            new_meta[key] = value
+            if value is None:
+                new_meta.pop(key)
+        new_meta = ordered(clean_metadata(new_meta, tiers=self.store.config.tiers))
+        rest = memory.path.split("/", 1)[1] if "/" in memory.path else memory.path
+        new_path = f"{tier}/{rest}"
+        if new_path != memory.path and safefs.lstat(self.store.root, new_path) is not None:
+            raise Conflict(f"cannot move {memory.path}: {new_path} already exists")
+        data = self.pipeline.render(new_meta, memory.body if body is None else body, parsed.raw_blocks)
+        changes = [FileChange(new_path, data, moved_from=memory.path if new_path != memory.path else None)]
+        if new_path != memory.path:
+            changes.insert(0, FileChange(memory.path, None))
+        return changes, new_path
+
+    def delete(self, ref: str, *, hard: bool = False, force: bool = False,
+               author: str | Identity | None = None) -> Memory:
+        """Delete a memory in one commit.
+
+        Soft (default): ``status: deleted`` and moved to the archive tier, still
+        readable.  Hard: the file is removed.  Both are recoverable from history
+        with :meth:`restore`.  Returns the memory as it was before a hard
+        delete, or as it is now after a soft one.
+        """
+        who = self.store.author_of(author)
+        if not hard:
+            with self.store.lock.hold():
+                memory, _ = self.pipeline.current(ref)
+                self.pipeline.guard(memory, force, "delete")
+                return self.move(memory.path, self.store.config.archive_tier, force=force, author=who,
+                                 extra_meta={"status": "deleted", "updated": self.store.now()}, op="delete")
+        with self.store.lock.hold():
+            memory = self.reader.get(ref)
+            self.pipeline.guard(memory, force, "delete")
+            done = self.pipeline.commit([FileChange(memory.path, None)], f"delete: {memory.title} (hard)", "delete",
+                               [(memory.id, None, "delete")], author=who, forced=force and self.pipeline.protected(memory))
+        memory.commit = done.sha
+        return memory

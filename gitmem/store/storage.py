@@ -1,0 +1,52 @@
+"""What every part of a vault shares: its folder, git store, catalog, lock, settings and clock.
+
+One :class:`Storage` is made per open :class:`~gitmem.vault.Vault` and handed to
+each of its services.  ``config`` is the one mutable field: a sync that brings a
+new ``.gitmem.yaml`` replaces it, and every service sees the new settings at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from ..config import Identity, VaultConfig
+from ..memory.paths import is_memory_path
+from ..memory.schema import iso_now
+from .catalog import Catalog
+from .git import GitStore
+from .locking import VaultLock
+
+__all__ = ["Clock", "Storage"]
+
+Clock = Callable[[], datetime]
+
+
+@dataclass
+class Storage:
+    """The vault's folder and the stores in it (see the module docstring)."""
+
+    root: Path
+    git: GitStore
+    catalog: Catalog
+    lock: VaultLock
+    config: VaultConfig
+    clock: Clock
+    author: Identity          # who writes when a call names nobody
+    state_dir: Path           # .git/gitmem: lock, caches, search index
+
+    def now(self) -> str:
+        """The clock's time as ISO 8601 UTC."""
+        return iso_now(self.clock())
+
+    def author_of(self, author: str | Identity | None) -> Identity:
+        """The identity a write is committed as: ``author``, else the vault's default."""
+        if author is None:
+            return self.author
+        return author if isinstance(author, Identity) else Identity.parse(author)
+
+    def is_memory_path(self, path: str) -> bool:
+        """True if the vault-relative ``path`` is a memory file of this vault's tiers."""
+        return is_memory_path(path, self.config.tiers)

@@ -1,0 +1,3 @@
+"""The version of gitmem."""
+
+__version__ = "0.1.0"
