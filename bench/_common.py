@@ -221,7 +221,7 @@ def populate_bulk(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str,
                                        "tier": spec["tier"], "status": "active", "tags": spec["tags"],
                                        "created": now, "updated": now, "agent": vault.author.name},
                                       tiers=vault.config.tiers))
-        data = vault._render(meta, spec["body"])  # noqa: SLF001 - same bytes vault.add writes
+        data = vault.render_memory(meta, spec["body"])  # the same bytes vault.add writes
         changes.append(FileChange(memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}"), data))
         ids.append((mid, spec["type"]))
         sizes.append(len(data))

@@ -64,7 +64,7 @@ def main() -> None:
         checks = []
         for _ in range(args.writes):
             s = gen.spec()
-            checks.append(timed(lambda: vault._most_similar(s["body"], s["title"], s["type"], None))[0])  # noqa: SLF001
+            checks.append(timed(lambda: vault.services.lifecycle.most_similar(s["body"], s["title"], s["type"], None))[0])
         result["dedup_check"] = summary_ms(checks)
         result["dedup_overhead_p50_ms"] = round(result["write_dedup"]["p50_ms"]
                                                 - result["write_no_dedup"]["p50_ms"], 2)

@@ -55,7 +55,7 @@ def fts5_build(vault: Vault) -> tuple[sqlite3.Connection, float]:
                "tokenize='porter unicode61')")
     rows = []
     for row in vault.catalog.all_rows():
-        memory = vault._read_file(row.path)  # noqa: SLF001 - the same parse gitmem indexes
+        memory = vault.services.reader.read_file(row.path)  # the same parse gitmem indexes
         rows.append((memory.title, memory.body, " ".join(memory.tags), memory.tier, memory.type))
     start = time.perf_counter()
     with db:
@@ -133,7 +133,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         log(f"{args.creates} creates with indexing")
         lat = [timed(lambda: vault.add(**gen.spec()))[0] for _ in range(args.creates)]
         out["create_with_index"] = summary_ms(lat)
-        bodies = [vault._read_file(r.path).body for r in list(vault.catalog.all_rows())[:500]]  # noqa: SLF001
+        bodies = [vault.services.reader.read_file(r.path).body for r in list(vault.catalog.all_rows())[:500]]
         sets = queries(random.Random(n), args.queries, gen, bodies)
         out["segments_after_creates"] = segment_effect(vault, sets["word"])
         vault.index.optimize()

@@ -12,6 +12,7 @@ Reads never take the lock and never write a memory file.
 from __future__ import annotations
 
 import atexit
+import builtins
 import os
 import weakref
 from datetime import datetime, timezone
@@ -360,7 +361,7 @@ class Vault:
     def list(self, *, tier: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
              tags: str | Iterable[str] | None = None, status: str | Iterable[str] | None = "active",
              scope: str | None = None, agent: str | None = None, limit: int | None = None,
-             as_of: str | None = None) -> list[Memory]:
+             as_of: str | None = None) -> builtins.list[Memory]:
         """Memories matching every given filter, newest ``updated`` first.
 
         ``status`` defaults to ``"active"``; pass ``None`` for every status.
@@ -382,7 +383,7 @@ class Vault:
         return self.services.memory_md.render()
 
     # -------------------------------------------------- reader
-    def refused_links(self) -> list[str]:
+    def refused_links(self) -> builtins.list[str]:
         """Symbolic links in the tier folders (and a linked tier folder itself), and file names that
         are not valid UTF-8: gitmem never reads, follows or commits them
         (:meth:`Reader.refused_links`)."""
@@ -394,12 +395,12 @@ class Vault:
         (:meth:`Reader.memory_from_bytes`)."""
         return self.services.reader.memory_from_bytes(path, data)
 
-    def scan(self) -> tuple[list[str], list[str]]:
+    def scan(self) -> tuple[builtins.list[str], builtins.list[str]]:
         """Re-read changed files into the catalog; returns (changed, removed) paths
         (:meth:`Reader.scan`)."""
         return self.services.reader.scan()
 
-    def scan_paths(self, paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    def scan_paths(self, paths: Iterable[str]) -> tuple[builtins.list[str], builtins.list[str]]:
         """Like :meth:`scan` for just these vault-relative paths (:meth:`Reader.scan_paths`)."""
         return self.services.reader.scan_paths(paths)
 
@@ -489,7 +490,7 @@ class Vault:
                                                 **batch_filters)
 
     def archive(self, refs: Sequence[str], *, force: bool = False,
-                author: str | Identity | None = None) -> list[Memory]:
+                author: str | Identity | None = None) -> builtins.list[Memory]:
         """Move memories into the archive tier in one commit (tracked renames)
         (:meth:`Lifecycle.archive`)."""
         return self.services.lifecycle.archive(refs, force=force, author=author)
@@ -525,13 +526,13 @@ class Vault:
         (:meth:`History.sync_history`)."""
         return self.services.history.sync_history()
 
-    def touch_log(self) -> list[tuple[str, Touch]]:
+    def touch_log(self) -> builtins.list[tuple[str, Touch]]:
         """Every (memory id, :class:`Touch`) recorded, in the order the commits were made: the whole
         vault's history in one indexed read (``history`` reads one memory's)
         (:meth:`History.touch_log`)."""
         return self.services.history.touch_log()
 
-    def history(self, ref: str) -> list[Version]:
+    def history(self, ref: str) -> builtins.list[Version]:
         """Every commit that touched the memory, oldest first, across moves
         (:meth:`History.history`)."""
         return self.services.history.history(ref)
@@ -580,7 +581,7 @@ class Vault:
         return self.services.searcher.embed(rebuild=rebuild, progress=progress)
 
     # -------------------------------------------------- pipeline
-    def outside_changes(self, paths: Iterable[str] | None = None) -> list[FileChange]:
+    def outside_changes(self, paths: Iterable[str] | None = None) -> builtins.list[FileChange]:
         """Memory files whose content differs from HEAD (edited outside gitmem)
         (:meth:`WritePipeline.outside_changes`)."""
         return self.services.pipeline.outside_changes(paths)
@@ -603,7 +604,7 @@ class Vault:
         (:meth:`Files.view_path`)."""
         return self.services.files.view_path(relpath)
 
-    def readable_files(self, folder: str | None = None) -> list[ViewFile]:
+    def readable_files(self, folder: str | None = None) -> builtins.list[ViewFile]:
         """The files of the readable view under vault-relative ``folder`` (None or a tier folder:
         projected spellings; a deeper folder: the files' own paths), sorted by their readable
         spelling.  Deleted memories are left out.  Catches up with outside edits first (a scan)
@@ -622,14 +623,14 @@ class Vault:
         (:meth:`Files.readable_view`)."""
         return self.services.files.readable_view(relpath)
 
-    def memories_named(self, name: str) -> list[str]:
+    def memories_named(self, name: str) -> builtins.list[str]:
         """Paths of every memory that is not deleted whose file name (with or without ``.md``), id,
         title (case-insensitive) or id prefix (4+ characters) is ``name``, sorted; the first kind of
         match that finds any wins.  Unlike :meth:`resolve`, several matches are all returned
         (:meth:`Files.memories_named`)."""
         return self.services.files.memories_named(name)
 
-    def list_files(self, folder: str | None = None) -> list[str]:
+    def list_files(self, folder: str | None = None) -> builtins.list[str]:
         """Every file under the tier folders (or under vault-relative ``folder``), as sorted vault-
         relative paths; hidden files and folders, and symbolic links (never followed), are left out
         (:meth:`Files.list_files`)."""
@@ -690,11 +691,11 @@ class Vault:
         (:meth:`Syncer.remove_remote`)."""
         return self.services.syncer.remove_remote(name)
 
-    def remotes(self) -> list[Remote]:
+    def remotes(self) -> builtins.list[Remote]:
         """The configured remotes, URLs redacted (:meth:`Syncer.remotes`)."""
         return self.services.syncer.remotes()
 
-    def conflicts(self) -> list[dict[str, Any]]:
+    def conflicts(self) -> builtins.list[dict[str, Any]]:
         """Conflict copies a sync made and nobody has resolved yet (:meth:`Syncer.conflicts`)."""
         return self.services.syncer.conflicts()
 
@@ -708,7 +709,7 @@ class Vault:
         :func:`gitmem.config.pending_changes`) (:meth:`Syncer.pending_config`)."""
         return self.services.syncer.pending_config()
 
-    def accept_config(self, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    def accept_config(self, keys: builtins.list[str] | None = None) -> dict[str, dict[str, Any]]:
         """Let the ``.gitmem.yaml`` values a sync held back take effect (``keys``: some of
         ``secrets``, ``protected_types``, ``max_content_bytes``; None: all). Returns what was
         accepted ({key: {kept, file, since}}) (:meth:`Syncer.accept_config`)."""
@@ -783,7 +784,7 @@ class Vault:
         from .upkeep.purge import purge
         return purge(self.services, ref)
 
-    def doctor(self, *, repair: bool = False) -> list["Finding"]:
+    def doctor(self, *, repair: bool = False) -> builtins.list["Finding"]:
         """Check the vault (frontmatter, metadata, caches, git); ``repair`` fixes what can
         be fixed safely.  See :mod:`gitmem.upkeep.doctor`."""
         from .upkeep.doctor import diagnose

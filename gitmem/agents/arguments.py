@@ -42,7 +42,7 @@ from typing_extensions import NotRequired, Required, TypedDict
 __all__ = ["Arguments", "ArgumentError", "OBJECT"]
 
 #: The configuration of every tool's arguments and of every object inside them (a TypedDict
-#: used as a parameter type sets it with ``__pydantic_config__ = OBJECT``).
+#: used as a parameter type is decorated with ``@with_config(OBJECT)``).
 OBJECT = ConfigDict(extra="forbid", strict=True)
 
 # Schema keywords clients get first, in this order; objects end with their keyword list.

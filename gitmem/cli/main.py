@@ -25,7 +25,7 @@ __all__ = ["main", "cli"]
 EPILOG = """\b
 Exit codes: 0 ok, 1 failure, 2 invalid input, 3 not found,
 4 protected (use --force), 5 conflict, 6 vault busy.
-Docs: README.md (Python API, file format, every command)."""
+Docs: README.md and docs/ (docs/cli-reference.md: every command)."""
 
 
 @click.group(cls=GitmemGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
