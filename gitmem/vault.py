@@ -26,10 +26,10 @@ from .errors import Conflict, InvalidInput, InvalidMetadata, NotAVault, NotFound
 from .exchange.import_formats import markdown_notes
 from .memory.markdown import decode, parse_text
 from .memory.schema import Memory, derive
-from .upkeep.purge import recover_purge
 from .services import Services, open_services
 from . import safefs
 from .store.git import FileChange, GitStore
+from .store.purged import PURGE_JOURNAL
 from .store.recovery import log_recovery, needs_recovery, recover
 from .store.storage import Clock
 from .sync.syncer import MAX_ATTEMPTS
@@ -340,7 +340,9 @@ class Vault:
         """Each time this process takes the vault lock: finish or roll back a write or a
         purge whose process was killed, then bring ``.git/index``, the catalog and the
         search index in line (two stats when there is nothing to do)."""
-        recover_purge(self.services)
+        if (self.services.store.state_dir / PURGE_JOURNAL).exists():   # a purge was killed
+            from .upkeep.purge import recover_purge
+            recover_purge(self.services)
         git = self.services.store.git
         if not needs_recovery(git):
             return

@@ -183,6 +183,7 @@ def test_session_note_redacts_secrets(vault_dir: Path, project: Path, tmp_path: 
     assert "Used key" in shown and key not in shown
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing", "garbled", "empty", "no_path", "bad_stdin", "not_object"])
 def test_bad_transcript_or_input_exits_0_and_commits_nothing(case: str, vault_dir: Path, project: Path,
                                                              tmp_path: Path) -> None:

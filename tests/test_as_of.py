@@ -100,6 +100,7 @@ def _history(vault: Vault, clock: FakeClock) -> list[tuple[str, int]]:
     return points
 
 
+@pytest.mark.slow
 def test_as_of_equals_fresh_vault_of_each_commit(tmp_path: Path, clock: FakeClock) -> None:
     vault = Vault.init(tmp_path / "vault", from_dir=SAMPLE, author="tester", clock=clock)
     try:

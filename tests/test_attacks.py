@@ -192,6 +192,7 @@ def _standup_view(vault: Vault) -> str:
     return vault.view_path(vault.get("Standup time").path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(LINKS))
 def test_a_planted_link_is_never_followed_by_any_front_door(scene: Scene, kind: str) -> None:
     used = plant(scene, kind)
@@ -212,6 +213,7 @@ def test_a_planted_link_is_never_followed_by_any_front_door(scene: Scene, kind: 
     scene.assert_still_works()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["to .git", "to an outside file"])
 def test_the_cli_never_follows_a_planted_link(scene: Scene, kind: str) -> None:
     used = plant(scene, kind)
@@ -243,6 +245,7 @@ mcp = pytest.importorskip("mcp", reason="the MCP SDK is an optional extra: pip i
 anyio = pytest.importorskip("anyio")
 
 
+@pytest.mark.slow
 def test_mcp_stdio_cannot_rewrite_git_config_through_a_link(scene: Scene) -> None:
     plant(scene, "to .git")
     plant(scene, "to an outside file")
@@ -332,6 +335,7 @@ def secret_doors(vault: Vault, secret: str, pathish: str) -> dict[str, Callable[
     }
 
 
+@pytest.mark.slow
 def test_every_secret_kind_is_refused_by_every_front_door(scene: Scene) -> None:
     vault = scene.vault
     head = vault.head
@@ -464,6 +468,7 @@ HOSTILE_FRONTMATTER = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", HOSTILE_FRONTMATTER)
 def test_a_hostile_value_arriving_by_sync_never_stops_the_vault(tmp_path: Path, line: str) -> None:
     remote = tmp_path / "remote.git"

@@ -37,6 +37,7 @@ def assert_refused(vault: Vault, call: Callable[[], Any], code: str | tuple[str,
     return info.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TRAVERSALS + PRIVATE + BAD_NAMES)
 def test_bad_paths_are_refused_for_writes(vault: Vault, path: str) -> None:
     assert_refused(vault, lambda: vault.add("Escape attempt", "x", path=path),
@@ -95,6 +96,7 @@ def test_bad_metadata(vault: Vault, kwargs: dict[str, Any], code: str) -> None:
     assert_refused(vault, lambda: vault.add("Fine title", "x", **kwargs), code)
 
 
+@pytest.mark.slow
 def test_content_limits(vault: Vault) -> None:
     assert_refused(vault, lambda: vault.add("Huge", "x" * 4_194_305), "content_too_large")
     assert_refused(vault, lambda: vault.add("Nul", "a\x00b"), "invalid_content")

@@ -65,6 +65,7 @@ def test_vault_from_env_and_author_option(vault_dir: Path, tmp_path: Path) -> No
     (["edit", "maya-lindqvist-core-profile", "--replace", "zzz-not-there", "x"], 2, "0 times"),
     (["diff", "maya-lindqvist-core-profile", "not-a-rev"], 3, "not a version"),
 ])
+@pytest.mark.slow
 def test_errors_are_one_line_with_exit_codes(vault_dir: Path, args: list[str], code: int, needle: str) -> None:
     head = git(vault_dir, "rev-parse", "HEAD")
     result = run(*args, cwd=vault_dir)
@@ -89,6 +90,7 @@ def test_body_from_stdin(vault_dir: Path) -> None:
     assert json.loads(result.stdout)["body"] == "piped body\n"
 
 
+@pytest.mark.slow
 def test_every_command_through_the_runner(vault_dir: Path) -> None:
     code, out = invoke(vault_dir, "add", "Cycling route", "Along the river.", "--tier", "mid_term",
                        "--tag", "sport", "--importance", "4", "--entity", "Göta älv", "--json")
@@ -125,6 +127,7 @@ def test_every_command_through_the_runner(vault_dir: Path) -> None:
     assert "(forced)" in git(vault_dir, "log", "-1", "--format=%s")
 
 
+@pytest.mark.slow
 def test_help_lists_every_command_and_readme_documents_them() -> None:
     result = run("--help")
     assert result.returncode == 0
@@ -138,6 +141,7 @@ def test_help_lists_every_command_and_readme_documents_them() -> None:
 
 
 # ------------------------------------------------------- finding the vault
+@pytest.mark.slow
 def test_ls_finds_the_vault_from_a_subfolder_like_git(vault_dir: Path, tmp_path: Path) -> None:
     at_root = run("ls", "--json", cwd=vault_dir)
     assert at_root.returncode == 0, at_root.stderr
@@ -234,6 +238,7 @@ def _ends_with_one_newline(vault_dir: Path, rel: str) -> None:
         assert "No newline at end of file" not in shown
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", ["Body without a newline", "Body with many newlines\n\n\n"])
 def test_written_bodies_end_with_exactly_one_newline(vault_dir: Path, body: str) -> None:
     added = run("add", "Newline check", body, "--json", cwd=vault_dir)
@@ -251,6 +256,7 @@ def test_written_bodies_end_with_exactly_one_newline(vault_dir: Path, body: str)
 
 
 # ------------------------------------------------------ doctor and MEMORY.md
+@pytest.mark.slow
 def test_doctor_after_a_plain_git_commit_is_a_notice_but_a_hand_edited_memory_md_fails(vault_dir: Path) -> None:
     assert run("doctor", cwd=vault_dir).returncode == 0
     note = vault_dir / "long_term" / "monthly-invoicing-in-fortnox.md"

@@ -127,6 +127,7 @@ def test_processes_api_cli_watch_and_a_person_lose_nothing(tmp_path: Path) -> No
         assert bad == []
 
 
+@pytest.mark.slow
 def test_threads_share_one_vault_safely(vault: Vault) -> None:
     """Several threads on one Vault: mixed writes and searches, nothing lost or doubled."""
     errors: list[BaseException] = []

@@ -501,6 +501,7 @@ SLOW_PAGES = {"docs/cli.md", "docs/lifecycle.md", "docs/search.md", "docs/sync.m
 @pytest.mark.parametrize("page", [
     pytest.param(page, marks=[pytest.mark.slow] if str(page.relative_to(REPO)) in SLOW_PAGES else [])
     for page in PAGES], ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.slow
 def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
     box = Sandbox(tmp_path)
     for block in parse_blocks(page):

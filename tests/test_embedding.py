@@ -63,6 +63,7 @@ def models():
     return numpy_model, fast
 
 
+@pytest.mark.slow
 @needs_extra
 def test_vectors_match_the_published_model(models) -> None:
     numpy_model, fast = models
@@ -112,6 +113,7 @@ def hv(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
     v.close()
 
 
+@pytest.mark.slow
 @needs_extra
 def test_hybrid_finds_meaning_and_respects_filters(hv: Vault) -> None:
     query = "holiday in a European country"

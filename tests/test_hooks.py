@@ -194,6 +194,7 @@ def test_git_commit_is_searchable_and_in_the_history_without_gitmem_being_asked(
         assert vault.get("alpha").body.endswith("a quokka.\n")
 
 
+@pytest.mark.slow
 def test_checkout_merge_and_pull_leave_the_index_matching_the_files(repo: Path, env: dict[str, str],
                                                                     tmp_path: Path) -> None:
     alpha = repo / "short_term" / "alpha.md"

@@ -108,6 +108,7 @@ def with_neighbours(vault: Vault) -> None:
     vault.add("Gamma note", "Gamma text about rivers.\n", tier="long_term")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("frontmatter,field", CASES, ids=[c[1] + "-" + c[0][:30] for c in CASES])
 def test_a_hostile_value_in_a_persons_file_never_stops_the_vault(
         vault: Vault, frontmatter: str, field: str) -> None:
@@ -170,6 +171,7 @@ def test_a_committed_hostile_file_from_a_remote_is_read_safely(vault: Vault) -> 
     # A NUL byte: not a text memory.
     (b"---\ntitle: Nul\n---\nzebra\x00 quokka narwhal\n", "frontmatter"),
 ])
+@pytest.mark.slow
 def test_unreadable_frontmatter_is_reported_and_everything_else_works(
         vault: Vault, data: bytes, check: str) -> None:
     with_neighbours(vault)
@@ -268,6 +270,7 @@ def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "GITMEM_DEBUG": ""})
 
 
+@pytest.mark.slow
 def test_every_command_works_in_real_processes_beside_hostile_files(tmp_path: Path) -> None:
     root = tmp_path / "v"
     assert run(tmp_path, "init", str(root)).returncode == 0
@@ -344,6 +347,7 @@ def test_a_write_of_a_bad_value_through_the_cli_is_a_gitmem_error(tmp_path: Path
     (lambda v: v.update("Existing", body="\udfff"), "invalid_content"),
     (lambda v: v.update("Existing", append="\udfff"), "invalid_content"),
 ])
+@pytest.mark.slow
 def test_api_writes_of_bad_values_get_gitmem_errors(vault: Vault, call: Any, code: str) -> None:
     vault.add("Existing", "Existing text.\n")
     before = snapshot(vault.root)
@@ -386,6 +390,7 @@ _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4)
 _metas = st.dictionaries(st.sampled_from(FIELD_ORDER + ("flavour", "\ud800")), _values, max_size=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(meta=_metas)
 def test_any_metadata_is_read_into_values_every_reader_can_use(meta: dict[str, Any]) -> None:

@@ -91,6 +91,7 @@ def no_leftovers(root: Path) -> None:
 
 
 # ------------------------------------------------------------------ growth
+@pytest.mark.slow
 def test_growth_per_write_is_small_and_deltas_do_it(tmp_path: Path, clock: FakeClock) -> None:
     vault = filled_vault(tmp_path / "v", clock, 300)
     vault.git.housekeep(force=True)
@@ -118,6 +119,7 @@ def test_growth_per_write_is_small_and_deltas_do_it(tmp_path: Path, clock: FakeC
         assert again.get(ids[-1]).body
 
 
+@pytest.mark.slow
 def test_packs_are_merged_geometrically_and_git_gc_agrees(tmp_path: Path, clock: FakeClock) -> None:
     vault = filled_vault(tmp_path / "v", clock, 120)
     rng, ids = random.Random(3), []
@@ -177,6 +179,7 @@ print(json.dumps({"max_wait": max(waits), "tries": len(waits), "busy": busy, "wr
 """
 
 
+@pytest.mark.slow
 def test_housekeeping_holds_the_vault_lock_only_briefly(tmp_path: Path, clock: FakeClock) -> None:
     vault = filled_vault(tmp_path / "v", clock, 200)
     rng, ids = random.Random(4), []
@@ -245,6 +248,7 @@ def test_objects_of_a_write_under_way_stay_loose(tmp_path: Path, clock: FakeCloc
     assert_repo_whole(vault.root)
 
 
+@pytest.mark.slow
 def test_git_gc_at_the_same_time_loses_nothing(tmp_path: Path, clock: FakeClock) -> None:
     vault = filled_vault(tmp_path / "v", clock, 150)
     rng, ids = random.Random(7), []

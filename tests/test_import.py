@@ -391,6 +391,7 @@ def _truncated(tmp_path: Path, name: str, cut: int) -> Path:
     ("markdown", lambda t: FIXTURES / "mcp-memory" / "memory.jsonl", "wrong_import_format", 2),
     ("agent-rules", lambda t: FIXTURES / "chatgpt", "wrong_import_format", 2),
 ])
+@pytest.mark.slow
 def test_bad_input_is_refused_and_nothing_changes(vault: Vault, tmp_path: Path, fmt: str, make, code: str,
                                                   exit_code: int) -> None:
     vault.add("Something already there", "x")

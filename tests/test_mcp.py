@@ -118,6 +118,7 @@ def _post(url: str, body: dict[str, Any], token: str | None = None) -> tuple[int
         return exc.code, exc.read().decode()
 
 
+@pytest.mark.slow
 def test_http_transport_needs_a_token_off_loopback_and_checks_it(vault: Vault) -> None:
     root = vault.root
     refused = subprocess.run([sys.executable, "-m", "gitmem", "mcp", "--vault", str(root), "--http",

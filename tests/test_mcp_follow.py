@@ -87,6 +87,7 @@ async def read(client: Any, ref: str) -> Any:
     return await client.call_tool("memory_read", {"ref": ref})
 
 
+@pytest.mark.slow
 def test_server_follows_editor_saves_folders_deletes_and_renames(vault: Vault) -> None:
     root = vault.root
     old = vault.add("Standing desk", "Maya's desk top is walnut.", tier="long_term").path
@@ -146,6 +147,7 @@ def test_server_follows_editor_saves_folders_deletes_and_renames(vault: Vault) -
     assert "long_term/espresso.md" not in status and "bisque.md" in status and old in status
 
 
+@pytest.mark.slow
 def test_server_follows_git_commit_and_checkout(vault: Vault) -> None:
     root = vault.root
     for i in range(12):
@@ -197,6 +199,7 @@ async def wait_total(client: Any, query: str, total: int) -> None:
         await anyio.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_server_commits_outside_edits_only_with_auto_commit(vault: Vault) -> None:
     root = vault.root
     vault.close()
@@ -221,6 +224,7 @@ def test_server_commits_outside_edits_only_with_auto_commit(vault: Vault) -> Non
     assert git(root, "status", "--porcelain") == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["poll", "off"])
 def test_follow_modes(vault: Vault, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """--follow poll checks the files before each call (the fallback when inotify

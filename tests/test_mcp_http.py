@@ -198,6 +198,7 @@ def test_other_loopback_address_without_token_exits_2_before_binding(root: Path)
 
 # -- DNS-rebinding protection -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_loopback_server_refuses_foreign_host_and_origin(serve: Any) -> None:
     server = serve("127.0.0.1")
     port = server.port
@@ -214,6 +215,7 @@ def test_loopback_server_refuses_foreign_host_and_origin(serve: Any) -> None:
         assert server.request({"Origin": origin})[0] == 200, origin
 
 
+@pytest.mark.slow
 def test_other_loopback_address_with_token_checks_host_and_origin(serve: Any) -> None:
     """127.0.0.2 is where the SDK's own defaults turned the checks off."""
     server = serve("127.0.0.2", "--token", TOKEN, "--allow-host", "memory.test")
@@ -229,6 +231,7 @@ def test_other_loopback_address_with_token_checks_host_and_origin(serve: Any) ->
                            "Origin": f"http://memory.test:{port}"})[0] == 200
 
 
+@pytest.mark.slow
 def test_bearer_scheme_is_case_insensitive_and_token_exact(serve: Any) -> None:
     server = serve("127.0.0.2", "--token", TOKEN)
     assert server.request()[0] == 401
@@ -239,6 +242,7 @@ def test_bearer_scheme_is_case_insensitive_and_token_exact(serve: Any) -> None:
         assert status == 200 and "gitmem-gitmem" in text, scheme
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
 def test_ipv6_loopback_url_in_brackets_and_host_checked(serve: Any) -> None:
     server = serve("::1")
@@ -283,6 +287,7 @@ def test_usage_errors_honour_json(root: Path) -> None:
 
 # -- a whole session ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sdk_client_session_with_token_writes_a_commit(serve: Any, root: Path) -> None:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client

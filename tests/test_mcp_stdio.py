@@ -215,6 +215,7 @@ def test_a_session_over_pipes_answers_in_order_and_exits_0_when_stdin_closes(vau
     assert done.returncode == 0 and replies == [] and done.stdout == b""
 
 
+@pytest.mark.slow
 def test_the_same_answers_as_the_sdk_server(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mcp", reason="the MCP SDK is an optional extra: pip install gitmem-vault[mcp]")
     monkeypatch.delenv("GITMEM_MCP_STDIO", raising=False)

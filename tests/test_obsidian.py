@@ -133,6 +133,7 @@ def test_inline_tags_follow_obsidian_rules() -> None:
     assert inline_tags("``` not`a fence\n#real") == ["real"]
 
 
+@pytest.mark.slow
 def test_hash_tags_in_frontmatter_and_body_count_for_tag_filters(obsidian: Vault) -> None:
     root = obsidian.root
     note = write_note(root, "mid_term/Brewing log.md", BREWING)

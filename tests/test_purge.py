@@ -229,6 +229,7 @@ class Killed(BaseException):
     """Stands for SIGKILL: nothing catches it, nothing after it runs."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["objects", "refs", "worktree", "gc", "caches"])
 def test_a_purge_stopped_at_any_step_is_finished_by_the_next_process(
         tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str) -> None:

@@ -116,6 +116,7 @@ def small_vault(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
     v.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_TEXT.filter(lambda t: t.strip()))
 def test_vault_cli_and_tool_never_fail_on_text(small_vault: Vault, text: str) -> None:

@@ -280,6 +280,7 @@ def test_stamp_mismatch_recreates_empty(tmp_path: Path) -> None:
     changed.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage", "truncate", "remove-segments"])
 def test_corrupt_index_is_recreated(tmp_path: Path, damage: str) -> None:
     d = tmp_path / "index"
@@ -340,6 +341,7 @@ ix.close()
 """
 
 
+@pytest.mark.slow
 def test_opening_while_another_process_merges_never_wipes_the_index(tmp_path: Path) -> None:
     # A reader that opens the index while another process's commit deletes merged
     # segment files sees a probe failure; that must never be taken for corruption.
@@ -424,6 +426,7 @@ def test_group_prior_prefers_hits_among_related_hits(ix: SearchIndex) -> None:
     assert order[0].startswith("s1/")
 
 
+@pytest.mark.slow
 def test_nested_or_top_k_matches_unlimited_ranking(tmp_path: Path) -> None:
     """whoosh-reloaded 2.7.5 returns a wrong top-k for an Or nested in an Or (or in an And)
     searched with a limit.  Checked through the API on many query shapes, and on Whoosh

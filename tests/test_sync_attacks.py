@@ -148,6 +148,7 @@ def _assert_untouched(vault: Vault, head: str | None, state: dict[str, bytes], b
     assert not (vault.root / "short_term" / "h.md").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(BAD_ENTRIES))
 @pytest.mark.parametrize("path_kind", ["fast_forward", "merge"])
 def test_sync_refuses_a_bad_tree_entry(tmp_path: Path, remote: Path, clock: FakeClock, sentinel: Path,

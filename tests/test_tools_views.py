@@ -228,6 +228,7 @@ anyio = pytest.importorskip("anyio")
 params = mcp_params
 
 
+@pytest.mark.slow
 def test_index_and_files_over_mcp_stdio(tmp_path: Path, clock: FakeClock) -> None:
     vault = small_index_vault(tmp_path, clock)
     made = [vault.add(f"Trip {n:02d}", f"Packing list {n}.", tier="mid_term") for n in range(30)]

@@ -75,6 +75,7 @@ def test_catch_up_on_open_reindexes_only_what_changed(tmp_path: Path) -> None:
         assert v.refresh().indexed == []  # nothing left to do
 
 
+@pytest.mark.slow
 def test_index_is_a_cache_delete_or_corrupt_it(sample_vault: Vault) -> None:
     sample_vault.search("dbt")
     root = sample_vault.root
@@ -129,6 +130,7 @@ def test_doctor_reports_and_repairs(sample_vault: Vault) -> None:
     assert {f.check: f for f in v.doctor()}["index"].ok
 
 
+@pytest.mark.slow
 def test_cli_search_reindex_doctor(sample_vault: Vault) -> None:
     root = str(sample_vault.root)
     sample_vault.close()
@@ -149,6 +151,7 @@ def test_cli_search_reindex_doctor(sample_vault: Vault) -> None:
     assert out.exit_code == 1 and not json.loads(out.output)["ok"]
 
 
+@pytest.mark.slow
 def test_processes_writing_with_an_index_lose_no_update(tmp_path: Path) -> None:
     import subprocess
     import sys

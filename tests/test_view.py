@@ -262,6 +262,7 @@ def test_hostile_values_stay_data(tmp_path: Path, clock: FakeClock) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["", "a", "b", "c", "---", "x y", "é"]), max_size=30),
        st.lists(st.sampled_from(["", "a", "b", "c", "---", "x y", "é", "new"]), max_size=30))
+@pytest.mark.slow
 def test_edit_scripts_rebuild_the_text_exactly(before: list[str], after: list[str]) -> None:
     old, new = "\n".join(before), "\n".join(after)
     script = edit_script(old.split("\n"), new.split("\n"))  # as version_chains splits texts
@@ -276,6 +277,7 @@ def test_to_json_escapes_markup() -> None:
 
 
 # ----------------------------------------------------------------- command line
+@pytest.mark.slow
 def test_cli_writes_the_page_where_asked(tmp_path: Path) -> None:
     assert run("init", "--from", str(SAMPLE), str(tmp_path / "v")).returncode == 0
     done = run("view", cwd=tmp_path / "v" / "long_term")  # from inside the vault, as git is used

@@ -171,6 +171,7 @@ def test_create_then_delete(seeded: Vault, start) -> None:
     assert git(root, "log", "-1", "--format=%s").strip() == "edit: short_term/brief.md (removed)"
 
 
+@pytest.mark.slow
 def test_move_between_tiers_is_one_commit_git_sees_as_a_rename(seeded: Vault, start) -> None:
     root = seeded.root
     data = write(root / "short_term" / "promote.md", NOTE.format(title="Promote", body="Keep this tapir."))
@@ -188,6 +189,7 @@ def test_move_between_tiers_is_one_commit_git_sees_as_a_rename(seeded: Vault, st
     assert "long_term/sub/promote.md" in index and "short_term/promote.md" not in index
 
 
+@pytest.mark.slow
 def test_folder_moved_into_and_out_of_the_vault(seeded: Vault, start, tmp_path: Path) -> None:
     root = seeded.root
     outside = tmp_path / "outside" / "project"
@@ -242,6 +244,7 @@ def test_ignored_paths_are_never_indexed_or_committed(seeded: Vault, start) -> N
 
 
 # ------------------------------------------------------------------ commits
+@pytest.mark.slow
 def test_three_edits_in_one_quiet_period_make_exactly_one_commit(seeded: Vault, start) -> None:
     root = seeded.root
     watcher, _ = start(commit_delay=0.6)
@@ -325,6 +328,7 @@ def test_a_gitmem_write_from_another_process_makes_no_extra_commit(seeded: Vault
     assert found(seeded, "manatee") == 1
 
 
+@pytest.mark.slow
 def test_no_auto_commit_while_a_git_merge_is_in_progress(seeded: Vault, start) -> None:
     root = seeded.root
     merge_head = root / ".git" / "MERGE_HEAD"
@@ -386,6 +390,7 @@ def test_an_error_in_one_event_is_logged_and_the_watcher_keeps_going(seeded: Vau
     assert watcher.errors >= 1
 
 
+@pytest.mark.slow
 def test_a_tier_folder_recreated_is_watched_again(seeded: Vault, start, tmp_path: Path) -> None:
     root = seeded.root
     watcher, _ = start()

@@ -1,4 +1,5 @@
-"""The commits a purge rewrote, remembered so a sync never merges them back.
+"""What a purge leaves for later: the commits it rewrote, so a sync never merges them
+back, and its journal while it runs.
 
 Kept in ``.git/gitmem/purged.json``: memory id -> the commit ids its old history had.
 """
@@ -10,9 +11,11 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["record_purged", "purged_in", "PURGED"]
+__all__ = ["record_purged", "purged_in", "PURGED", "PURGE_JOURNAL"]
 
 PURGED = "purged.json"
+#: The journal of a purge under way (its steps, so a killed purge is finished).
+PURGE_JOURNAL = "purge-journal"
 
 
 def record_purged(state_dir: Path, memory_id: str, old_commits: list[bytes]) -> None:

@@ -77,7 +77,7 @@ from ..memory.paths import MEMORY_MD
 from ..write.memory_md import render_index
 from ..store.recovery import PendingObjects, needs_recovery, recover
 from ..search.vectors import forget_removed
-from ..store.purged import record_purged
+from ..store.purged import PURGE_JOURNAL, record_purged
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..services import Services
@@ -88,7 +88,7 @@ __all__ = ["PurgeReport", "purge", "recover_purge", "REMOTE_WARNING",
 REMOTE_WARNING = ("Remotes and other clones still hold the old history: force-push this branch "
                   "(git push --force) to every remote, then re-clone or hard-reset every other copy, "
                   "or the memory comes back with the next sync.")
-JOURNAL = "purge-journal"
+JOURNAL = PURGE_JOURNAL
 # The steps after the (in-memory) rewrite, in order; the journal names the one reached.
 STEPS = ("objects", "refs", "worktree", "gc", "caches")
 _NOTES = b"refs/notes/"
