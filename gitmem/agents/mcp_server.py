@@ -6,7 +6,7 @@ v1's ``FastMCP``: here the low-level ``mcp.server.Server`` takes
 ``on_list_tools`` / ``on_call_tool`` handlers in its constructor and
 ``mcp_types`` models use snake_case fields (``input_schema``,
 ``read_only_hint``, ``is_error``).  gitmem needs the low-level server because
-its tools come with ready JSON Schemas and must keep the seeds' exact names.
+its tools come with ready JSON Schemas and must keep their contracts' exact names.
 
 * stdio (default): what Claude Desktop, Claude Code and Cursor launch.  Served
   by gitmem's own small server (:mod:`gitmem.agents.mcp_stdio`), which answers

@@ -4,7 +4,7 @@ A :class:`Tool` is a name, a description written for a model (when to use it,
 what it returns, its side effects), a JSON Schema for its input, MCP
 annotations, and a handler that makes one Vault call and returns a
 JSON-serialisable result.  Tools are grouped in *profiles* (tool sets): the
-native ``gitmem`` set and one drop-in set per seed system (``files``,
+native ``gitmem`` set and drop-in sets with other memory tools' contracts (``files``,
 ``index``, ``agentos``, ``vault``, ``fsm``) plus ``claude`` (Anthropic's
 memory tool).  The profile modules register their tools on import.
 
@@ -65,7 +65,7 @@ PROFILES: dict[str, str] = {
               "on /memories",
 }
 _MODULES = {"gitmem": "native", "files": "files", "index": "files",
-            "agentos": "seeds", "vault": "seeds", "fsm": "seeds", "claude": "claude"}
+            "agentos": "compat", "vault": "compat", "fsm": "compat", "claude": "claude"}
 _REGISTRY: dict[str, dict[str, "Tool"]] = {name: {} for name in PROFILES}
 
 _PERSON = ("ask the person to make the change with the gitmem command line and --force (recorded in the "

@@ -35,7 +35,8 @@ FIELD_ORDER: tuple[str, ...] = (
     "reinforced",
 )
 
-#: Every seed's type vocabulary: 004 (memory/goal/rule), 002 (Tulving types), 003.
+#: The type vocabularies of every tool profile: gitmem's and fsm's (memory/goal/rule), agentos'
+#: (Tulving's types) and vault's.
 MEMORY_TYPES: tuple[str, ...] = (
     "memory", "goal", "rule",
     "episodic", "semantic", "procedural", "prospective",

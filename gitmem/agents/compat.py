@@ -4,16 +4,16 @@ each backed by one Vault call, each write one commit authored by the session's
 agent.
 
 * ``agentos``: trace ids are ``mt_<gitmem id>`` (gitmem ids are UUID4s, so this
-  is the seed's ``mt_<UUID>`` form); a bare gitmem id is accepted too.  An
+  is the contract's ``mt_<UUID>`` form); a bare gitmem id is accepted too.  An
   unknown or soft-deleted trace gives ``{"updated": false}`` /
-  ``{"deleted": false}`` as in the seed.
-* ``vault``: ``write_memory`` stores every seed parameter (agentId, modelId,
+  ``{"deleted": false}`` as the contract says.
+* ``vault``: ``write_memory`` stores every parameter of the contract (agentId, modelId,
   writeReason ... as snake_case frontmatter fields); ids are gitmem ids (UUIDs).
   ``externalWriteId`` is an upsert key.  Agents may supersede and upsert
   constraints (never goals or rules).
 * ``fsm``: memories are addressed by file name (unique across tiers in a
   gitmem vault); ``compress_tier`` -> ``create_memory`` (summary, next tier) ->
-  ``archive_memories`` (tracked moves to ``archive/``) works as the seed shows.
+  ``archive_memories`` (tracked moves to ``archive/``) works as the contract describes.
   Goals and rules are protected from compression and archiving only:
   ``update_memory`` changes them.
 
@@ -107,7 +107,7 @@ def agentos_add(ctx: ToolContext,
 
 
 @tool("agentos", "memory_update", destructive=True, idempotent=True, title="Update memory trace")
-def agentos_update(ctx: ToolContext, traceId: TraceId,  # noqa: N803 - seed name
+def agentos_update(ctx: ToolContext, traceId: TraceId,  # noqa: N803 - the contract's name
                    content: Annotated[str, Field(description="New text content (replaces old).", min_length=1,
                                                  max_length=_CONTENT)] | None = None,
                    tags: Annotated[Tags, Field(description="New tags array (replaces old).")] | None = None
@@ -124,7 +124,7 @@ def agentos_update(ctx: ToolContext, traceId: TraceId,  # noqa: N803 - seed name
 
 
 @tool("agentos", "memory_delete", destructive=True, idempotent=True, title="Delete memory trace")
-def agentos_delete(ctx: ToolContext, traceId: TraceId) -> dict[str, Any]:  # noqa: N803 - seed name
+def agentos_delete(ctx: ToolContext, traceId: TraceId) -> dict[str, Any]:  # noqa: N803 - the contract's name
     """Soft-delete a memory trace by ID: it leaves search results but stays in the vault (archive) and
     in git history for audit. Use when a memory is wrong or harmful. Writes one git commit. Returns
     {"deleted": true}, or {"deleted": false} if the trace was not found."""
@@ -211,7 +211,7 @@ def agentos_reflect(ctx: ToolContext,
 VaultType = Literal["fact", "skill", "preference", "constraint", "task", "episodic", "correction"]
 Relation = Literal["derived_from", "contradicts", "refines", "part_of", "supersedes"]
 _VAULT_TYPES = get_args(VaultType)
-# seed parameter -> frontmatter field, for the provenance fields stored as given.
+# contract parameter -> frontmatter field, for the provenance fields stored as given.
 _PROVENANCE = {"vaultId": "vault_id", "agentId": "agent_id", "agentType": "agent_type", "modelId": "model_id",
                "agentRunId": "agent_run_id", "sourceMessageId": "source_message_id",
                "writeReason": "write_reason", "sourceNoteIds": "source_note_ids"}
@@ -224,12 +224,12 @@ Level = Annotated[int, Field(ge=1, le=5)]
 @with_config(OBJECT)  # unknown keys are refused
 class RelatedMemory(TypedDict):
     # One item of relatedMemoryIds (no docstring: it would become the item schema's description).
-    memoryId: Annotated[IdString, Field(description="Related memory id (UUID).")]  # noqa: N815 - seed names
+    memoryId: Annotated[IdString, Field(description="Related memory id (UUID).")]  # noqa: N815 - the contract's names
     relationType: Annotated[Relation, Field(description="How it relates.")]  # noqa: N815
 
 
 @tool("vault", "write_memory", title="Write memory")
-def vault_write(ctx: ToolContext,  # noqa: N803 - the seed's parameter names
+def vault_write(ctx: ToolContext,  # noqa: N803 - the contract's parameter names
                 content: Annotated[str, Field(description="Memory content in plain text.", min_length=1,
                                               max_length=_CONTENT)],
                 memoryType: Annotated[VaultType, Field(description="Type (default fact).")] | None = None,
@@ -316,7 +316,7 @@ def _vault_view(memory: "Memory") -> dict[str, Any]:
 
 @tool("vault", "read_memory", read_only=True, title="Read memory")
 def vault_read(ctx: ToolContext,
-               memoryId: Annotated[IdString, Field(description="The memory id (UUID).")]  # noqa: N803 - seed name
+               memoryId: Annotated[IdString, Field(description="The memory id (UUID).")]  # noqa: N803 - the contract's name
                ) -> dict[str, Any]:
     """Read one memory by id (as returned by write_memory or search_memories). Read-only. Returns
     {"id", "content", "memoryType", "summary", "importance", "confidence", "entities",
