@@ -24,8 +24,7 @@ from dulwich.file import FileLocked
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
 from .errors import Conflict, InvalidInput, InvalidMetadata, NotAVault, NotFound
 from .exchange.import_formats import markdown_notes
-from .memory.markdown import decode, parse_text
-from .memory.schema import Memory, derive
+from .memory.schema import Memory
 from .services import Services, open_services
 from . import safefs
 from .store.git import FileChange, GitStore
@@ -273,8 +272,7 @@ class Vault:
             data = safefs.read_or_none(source, src_rel) if source is not None else None
             if data is not None:
                 changes.append(FileChange(rel, data))
-                parsed = parse_text(decode(data))
-                imported.append((str(derive(rel, parsed.meta, parsed.body)["id"]), rel))
+                imported.append(("", rel))   # the id: the commit reads it (parsing each note once)
                 outside += src_rel != rel
             if progress is not None:
                 progress(done, len(plan))

@@ -32,12 +32,14 @@ import hashlib
 import heapq
 import importlib.metadata
 import importlib.util
+import mmap
 import os
 import re
 import sys
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -52,12 +54,13 @@ from whoosh.analysis.analyzers import STOP_WORDS
 from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3LeafMatcher, W3PostingsWriter
 from whoosh.columns import NumericColumn, VarBytesColumn
 from whoosh.filedb.filestore import FileStorage, RamStorage
+from whoosh.filedb.structfile import StructFile
 from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
 from whoosh.matching import ListMatcher
 from whoosh.reading import SegmentReader
-from whoosh.writing import CLEAR, OPTIMIZE
+from whoosh.writing import CLEAR, NO_MERGE, OPTIMIZE
 
 from ..errors import InvalidQuery, StorageError
 from . import query as sq
@@ -349,6 +352,26 @@ class _PostingsWriter(W3PostingsWriter):
         info.set_inlined(self._ids, self._weights, values)
         return info
 
+    def add_many(self, ids: Sequence[int], weights: Sequence[float], values: Sequence[bytes | None],
+                 lengths: Sequence[int]) -> None:
+        """``add_posting`` for a whole term's postings (ids ascending), a block at a time."""
+        limit = self._blocklimit
+        for start in range(0, len(ids), limit):
+            if len(self._ids):
+                self._write_block()
+            end = start + limit
+            chunk = weights[start:end]
+            self._ids.extend(ids[start:end])
+            self._weights.extend(chunk)
+            self._maxweight = max(self._maxweight, max(chunk))
+            self._values.extend(v for v in values[start:end] if v)
+            sizes = [n for n in lengths[start:end] if n]
+            if sizes:
+                low = min(sizes)
+                if self._minlength is None or low < self._minlength:
+                    self._minlength = low
+                self._maxlength = max(self._maxlength, max(sizes))
+
     def _mini_values(self) -> Any:
         size, values = self._format.fixed_value_size(), self._values
         if (size is None or size < 0) and values and len(values) == len(self._ids):
@@ -405,13 +428,40 @@ class _FieldWriter(W3FieldWriter):
         # Whoosh looks up a document's field length once per posting, and each lookup
         # checks that the length column's file exists (a stat, ~7 us): remembered here,
         # a reindex spends its time indexing rather than in stat calls.
-        super().add_postings(schema, _KnownLengths(lengths) if lengths else lengths, items)
+        known = _KnownLengths(lengths) if lengths else lengths
+        if isinstance(items, _TermPostings):
+            self._add_terms(schema, known, items)
+        else:
+            super().add_postings(schema, known, items)
+
+    def _add_terms(self, schema: Any, lengths: "_KnownLengths | None", items: "_TermPostings") -> None:
+        """A rebuild's postings, a whole term at a time (see :class:`_MemoryPool`)."""
+        field = None
+        for fieldname, btext, ids, weights, values in items.terms():
+            if fieldname != field:
+                if field is not None:
+                    self.finish_field()
+                self.start_field(fieldname, schema[fieldname])
+                field = fieldname
+                of_field = lengths.of_field(fieldname) if lengths and schema[fieldname].scorable else {}
+            self.start_term(btext)
+            self._postwriter.add_many(ids, weights, values,
+                                      [of_field.get(d, 0) for d in ids] if of_field else [0] * len(ids))
+            self.finish_term()
+        if field is not None:
+            self.finish_field()
 
 
 class _KnownLengths:
     def __init__(self, lengths: Any) -> None:
         self._lengths: Any = lengths
         self._known: dict[str, dict[int, int]] = {}
+
+    def of_field(self, fieldname: str) -> dict[int, int]:
+        """Every document's length in ``fieldname`` (docnum -> length; zeros left out)."""
+        r = self._lengths
+        return {n: size for n in range(r.doc_count_all())
+                if (size := r.doc_field_length(n, fieldname, 0))}
 
     def doc_field_length(self, docnum: int, fieldname: str, default: int = 0) -> int:
         known = self._known.get(fieldname)
@@ -439,14 +489,182 @@ class _Codec(W3Codec):
         return _LeafMatcher(dbfile, offset, length, format_, term=term, scorer=scorer)
 
 
+class _MemoryPool:
+    """The postings of a rebuild, held in memory term by term instead of Whoosh's
+    external sort (which pickles every posting to a scratch file, unpickles it and
+    merges the runs: most of a rebuild's time).  Documents arrive in order, so each
+    term's postings are already sorted; only the terms are sorted, once.  Memory is
+    bounded by the caller writing one segment per :attr:`SearchIndex.REBUILD_SEGMENT_DOCS`."""
+
+    def __init__(self) -> None:
+        self.fieldnames: set[str] = set()
+        self._terms: dict[tuple[str, bytes], list[tuple[int, float, Any]]] = {}
+
+    def add(self, item: tuple[str, bytes, int, float, Any]) -> None:
+        fieldname, tbytes, docnum, weight, vbytes = item
+        postings = self._terms.get((fieldname, tbytes))
+        if postings is None:
+            self.fieldnames.add(fieldname)
+            postings = self._terms[(fieldname, tbytes)] = []
+        postings.append((docnum, weight, vbytes))
+
+    @staticmethod
+    def fits(schema: Any) -> bool:
+        """Whether :meth:`add_document` can index documents of ``schema`` (no term
+        vectors, no separate spelling fields: gitmem's schemas have neither)."""
+        return not any(f.vector or f.separate_spelling() for _, f in schema.items())
+
+    def add_document(self, w: Any, fields: Mapping[str, Any]) -> None:
+        """``w.add_document(**fields)`` with the postings put straight into this pool:
+        the same stored fields, lengths and columns, without a call per posting."""
+        perdoc, schema, docnum, terms = w.perdocwriter, w.schema, w.docnum, self._terms
+        names = sorted(name for name in fields if not name.startswith("_"))
+        perdoc.start_doc(docnum)
+        try:
+            for name in names:
+                value = fields[name]
+                if value is None:
+                    continue
+                field = schema[name]
+                length = 0
+                if field.indexed:
+                    scorable = field.scorable
+                    for tbytes, freq, weight, vbytes in field.index(value):
+                        if scorable:
+                            length += freq
+                        postings = terms.get((name, tbytes))
+                        if postings is None:
+                            postings = terms[(name, tbytes)] = []
+                            self.fieldnames.add(name)
+                        postings.append((docnum, weight, vbytes))
+                perdoc.add_field(name, field, value if field.stored else None, length)
+                column = field.column_type
+                if column:
+                    perdoc.add_column_value(name, column, field.to_column_value(value))
+        except Exception:
+            perdoc.cancel_doc()
+            raise
+        perdoc.finish_doc()
+        w._added = True
+        w.docnum += 1
+
+    def iter_postings(self) -> "_TermPostings":
+        terms, self._terms = self._terms, {}
+        return _TermPostings(terms)
+
+    def cleanup(self) -> None:
+        self._terms.clear()
+
+
+
+
+@contextmanager
+def _collector_paused(pause: bool = True) -> Iterator[None]:
+    """Millions of postings are held at once in a large write: the cyclic garbage
+    collector would scan them over and over (they hold no cycles), so it waits."""
+    collecting = pause and gc.isenabled()
+    if collecting:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class _TermPostings:
+    """A :class:`_MemoryPool`'s postings: term by term for gitmem's field writer, or one
+    ``(fieldname, term, docnum, weight, value)`` at a time as Whoosh iterates them."""
+
+    def __init__(self, terms: dict[tuple[str, bytes], list[tuple[int, float, Any]]]) -> None:
+        self._terms = terms
+
+    def terms(self) -> Iterator[tuple[str, bytes, list[int], list[float], list[Any]]]:
+        terms = self._terms
+        for key in sorted(terms):
+            postings = terms.pop(key)   # in document order: documents arrive in order
+            docnums, weights, values = zip(*postings)
+            yield key[0], key[1], list(docnums), list(weights), list(values)
+
+    def __iter__(self) -> Iterator[tuple[str, bytes, int, float, Any]]:
+        for fieldname, tbytes, docnums, weights, values in self.terms():
+            for posting in zip(docnums, weights, values):
+                yield (fieldname, tbytes, *posting)
+
+
 class _Storage(FileStorage):
     """The index folder; a small write (``small_writes``) keeps Whoosh's scratch files in
     memory instead of a temporary folder of files created and deleted per commit."""
 
     small_writes = False
+    supports_mmap = False   # (Whoosh's own mapping copies each segment part into memory)
 
     def temp_storage(self, name: str | None = None) -> Any:
         return RamStorage() if self.small_writes else super().temp_storage(name)
+
+    def open_file(self, name: str, **kwargs: Any) -> Any:
+        """A file of the index, memory-mapped: reading a part of a segment cuts out only
+        the bytes asked for, so opening the index reads (and holds) next to nothing."""
+        with open(self._fpath(name), "rb") as f:
+            try:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (ValueError, OSError):   # an empty file cannot be mapped
+                return super().open_file(name, **kwargs)
+        return _MappedFile(mm, 0, len(mm), name=name, **kwargs)
+
+
+class _Region:
+    """A read-only file object over part of a memory map (what :class:`_MappedFile` wraps)."""
+
+    __slots__ = ("_mm", "_start", "_end", "_pos", "closed")
+
+    def __init__(self, mm: mmap.mmap, start: int, length: int) -> None:
+        self._mm, self._start, self._end, self._pos = mm, start, start + length, start
+        self.closed = False
+
+    def read(self, size: int | None = -1) -> bytes:
+        pos = self._pos
+        end = self._end if size is None or size < 0 else min(self._end, pos + size)
+        if end <= pos:
+            return b""
+        self._pos = end
+        return self._mm[pos:end]
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        found = self._mm.find(b"\n", self._pos, self._end)
+        return self.read((self._end if found < 0 else found + 1) - self._pos
+                         if size is None or size < 0 else size)
+
+    def seek(self, where: int, whence: int = 0) -> int:
+        self._pos = (self._start if whence == 0 else self._pos if whence == 1 else self._end) + where
+        return self._pos - self._start
+
+    def tell(self) -> int:
+        return self._pos - self._start
+
+    def close(self) -> None:
+        self.closed = True   # the map itself goes when its last view does
+
+
+class _MappedFile(StructFile):
+    """A Whoosh file over part of a memory map; its parts (``subset``) share the map."""
+
+    def __init__(self, mm: mmap.mmap, start: int, length: int, name: str | None = None,
+                 onclose: Any = None) -> None:
+        super().__init__(_Region(mm, start, length), name=name, onclose=onclose)
+        self._mm, self._start = mm, start
+
+    def get(self, position: int, length: int) -> bytes:
+        start = self._start + position
+        return self._mm[start:start + length]
+
+    def subset(self, position: int, length: int, name: str | None = None) -> "_MappedFile":
+        return _MappedFile(self._mm, self._start + position, length, name=name or self._name)
 
 
 _CODEC = _Codec(compression=0, inlinelimit=2)
@@ -471,6 +689,7 @@ class _Analysis:
     def __init__(self, cfg: SearchConfig) -> None:
         self.stop = frozenset(STOP_WORDS | {"i", "s", "t", "d", "ll", "m", "re", "ve"})
         words = RegexTokenizer(WORD_PATTERN)
+        self._findall = re.compile(WORD_PATTERN).findall
         # A "word" over 100 characters is never something to search for, and stemming one
         # of a megabyte (a hostile or broken file) would take minutes: such tokens are dropped.
         self.base = words | LowercaseFilter() | StopFilter(stoplist=self.stop, minsize=1, maxsize=MAX_WORD_CHARS)
@@ -479,7 +698,9 @@ class _Analysis:
         self.text = self.base | StemFilter(stemfn=raw) if raw else self.base
 
     def tokens(self, text: str) -> list[str]:
-        return [t.text for t in self.base(text)]
+        # What ``self.base`` yields, without a token object per word.
+        stop = self.stop
+        return [w for w in map(str.lower, self._findall(text)) if w not in stop and len(w) <= MAX_WORD_CHARS]
 
     def stems(self, text: str) -> list[str]:
         return [self.stem(t) for t in self.tokens(text)]
@@ -581,6 +802,9 @@ class SearchIndex:
     WRITE_TIMEOUT = 10.0      # seconds to wait for the index write lock
     MERGE_FACTOR = 20         # a commit merges a size tier once it holds this many segments
     VERSIONS = False          # True: documents are versions of memories (VersionIndex)
+    REBUILD_SEGMENT_DOCS = 25_000  # documents per segment a rebuild writes (bounds its memory)
+    BULK_DOCS = 500           # an upsert of this many documents holds its postings in memory
+    IN_MEMORY_POSTINGS = True  # False: rebuilds and large upserts use Whoosh's own posting pool
 
     def __init__(self, directory: str | Path, *, config: SearchConfig | None = None) -> None:
         self.cfg = config or SearchConfig()
@@ -632,9 +856,8 @@ class SearchIndex:
                         r.stored_fields(n)
                 return ix
             except Exception:  # noqa: BLE001 - whatever broke, the cache is unusable
+                gc.collect()   # (closes what the failed open left behind)
                 return None
-            finally:
-                gc.collect()
 
     def _recreate(self) -> Any:
         """Delete the index files (and the state describing them) and start empty.
@@ -711,6 +934,9 @@ class SearchIndex:
         except Exception:  # noqa: BLE001
             return 0
 
+    def _in_memory(self, w: Any) -> bool:
+        return self.IN_MEMORY_POSTINGS and _MemoryPool.fits(w.schema)
+
     def upsert(self, docs: Sequence[IndexDoc], *, new: Collection[str] = ()) -> None:
         """Add or replace documents (keyed by ``path``) in one commit; the last copy of a
         path in ``docs`` wins.  Paths listed in ``new`` are known not to be indexed yet
@@ -719,11 +945,21 @@ class SearchIndex:
         latest = {d.path: d for d in docs}
 
         def work(w: Any) -> None:
+            if len(latest) >= self.BULK_DOCS and self._in_memory(w):
+                # A large batch (an import): postings in memory, as a rebuild does.
+                w.pool.cleanup()
+                pool = w.pool = _MemoryPool()
+                for d in latest.values():
+                    if d.path not in new:
+                        w.delete_by_term("path", d.path)   # (what update_document does first)
+                    pool.add_document(w, index_fields(d, self._an, self.cfg))
+                return
             for d in latest.values():
                 (w.add_document if d.path in new else w.update_document)(**index_fields(d, self._an, self.cfg))
 
         if latest:
-            self._commit(work, mergetype=self._merge_policy(self.MERGE_FACTOR))
+            with _collector_paused(len(latest) >= self.BULK_DOCS):
+                self._commit(work, mergetype=self._merge_policy(self.MERGE_FACTOR))
 
     def delete(self, paths: Sequence[str]) -> None:
         """Remove documents by path (unknown paths are ignored)."""
@@ -759,22 +995,41 @@ class SearchIndex:
 
     def rebuild(self, docs: Iterable[IndexDoc],
                 progress: Callable[[int], None] | None = None) -> int:
-        """Replace the whole index with ``docs`` in one commit and return how many were
-        indexed (a repeated path keeps its first copy).  Readers see the old index until
-        the commit; ``progress(n)`` is called every 500 documents and at the end."""
+        """Replace the whole index with ``docs`` and return how many were indexed (a
+        repeated path keeps its first copy).  Up to :attr:`REBUILD_SEGMENT_DOCS` documents
+        this is one commit and readers see the old index until it; a larger rebuild
+        commits one segment of that many documents at a time.  ``progress(n)`` is called
+        every 500 documents and at the end."""
         count, seen = 0, set()
+        pending = iter(docs)
+        more = True
 
         def work(w: Any) -> None:
-            nonlocal count
-            for d in docs:
+            nonlocal count, more
+            if self._in_memory(w):   # postings in memory (see _MemoryPool), a segment at a time
+                w.pool.cleanup()
+                w.pool = _MemoryPool()
+            pool = w.pool
+            add = functools.partial(pool.add_document, w) if self._in_memory(w) else (lambda f: w.add_document(**f))
+            start = count
+            for d in pending:
                 if d.path not in seen:
                     seen.add(d.path)
-                    w.add_document(**index_fields(d, self._an, self.cfg))
+                    add(index_fields(d, self._an, self.cfg))
                     count += 1
                     if progress and count % 500 == 0:
                         progress(count)
+                    if count - start >= self.REBUILD_SEGMENT_DOCS:
+                        return
+            more = False
 
-        self._commit(work, limitmb=256, small=False, mergetype=CLEAR)
+        # The first segment replaces the index; a large vault's further segments are
+        # added to it (each holds at most REBUILD_SEGMENT_DOCS documents, which bounds
+        # the memory a rebuild takes).
+        with _collector_paused():
+            self._commit(work, limitmb=256, small=False, mergetype=CLEAR)
+            while more:
+                self._commit(work, limitmb=256, small=False, mergetype=NO_MERGE)
         self.needs_rebuild = False
         if progress:
             progress(count)
@@ -819,6 +1074,17 @@ class SearchIndex:
                 return {}
             paths, hashes = r.column_reader("path"), r.column_reader("hash")
             return {paths[n]: hashes[n].decode() for n in r.all_doc_ids()}
+
+    def hashes_of(self, paths: Iterable[str]) -> dict[str, str]:
+        """``path -> hash`` of those of ``paths`` that are indexed (a lookup each)."""
+        with self._lock:
+            s = self._refresh()
+            r = s.reader()
+            wanted = set(paths)
+            if not wanted or not r.doc_count_all():   # an index with no segments has no columns
+                return {}
+            hashes = r.column_reader("hash")
+            return {p: hashes[n].decode() for p in wanted for n in self._docs(s, wq.Term("path", p))}
 
     def followers(self, ids: Collection[str]) -> list[str]:
         """Paths of the documents whose ``follows`` names one of ``ids`` (their context

@@ -8,8 +8,10 @@ files:
 * the first time a process opens it, it catches up with whatever changed
   while nothing was watching (a ``git pull``, a commit from the git CLI, an
   edit in Obsidian): every file is stat-ed (like ``git status``), only files
-  whose size or mtime changed are re-read, and only documents whose content
-  hash differs from the indexed one are re-indexed;
+  whose size or mtime changed are re-read, and the catalog lists every path
+  whose row changed since the index took it, so only those are looked up in
+  the index and re-indexed when their content hash differs (nothing is read
+  from the index when nothing changed);
 * :meth:`SearchService.refresh` does the same for given paths (the watcher and
   long-lived servers call it; the git hooks only leave a mark, and the next
   process to open the index catches up);
@@ -18,6 +20,7 @@ files:
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -143,26 +146,89 @@ class SearchService:
     def _rebuild(self, index: "SearchIndex",
                  progress: Callable[[int], None] | None = None) -> int:
         self.reader.scan()
-        count = index.rebuild(self._docs_for(row.path for row in self.store.catalog.all_rows()), progress)
-        head = self.store.git.head()
-        index.set_state("commit", head.decode() if head else "")
+        taken: dict[str, str | None] = {}
+
+        def docs() -> Iterator["IndexDoc"]:
+            for d in self._docs_for(row.path for row in self.store.catalog.all_rows()):
+                taken[d.path] = d.hash
+                yield d
+
+        count = index.rebuild(docs(), progress)
+        self._in_step(index, taken, everything=True)
+        self._note_head(index)
         return count
 
     def _catch_up(self, index: "SearchIndex") -> RefreshReport:
-        """Re-index what differs between the files and the index (lock held)."""
+        """Re-index what differs between the files and the index (lock held).
+
+        The catalog lists the paths whose row changed since the index took them
+        (:meth:`Catalog.unindexed`), so when the index is the one the catalog was
+        last in step with, only those are looked at; otherwise (a new catalog or
+        index, or many changes) every indexed hash is compared with the catalog's."""
         self.reader.scan()
-        on_disk = self.store.catalog.hashes()
-        indexed = index.indexed()
+        catalog = self.store.catalog
+        pending = catalog.unindexed(self.CHECK_ALL_OVER)
+        token = index.get_state("catalog")
+        if (pending is not None and token is not None and token == catalog.get("search_index")
+                and abs(index.doc_count() - catalog.count()) <= len(pending)):
+            if not pending:
+                self._note_head(index)
+                return RefreshReport()
+            on_disk = catalog.hashes_of(pending)
+            indexed = index.hashes_of(pending)
+            everything = False
+        else:
+            on_disk, indexed, everything = catalog.hashes(), index.indexed(), True
         report = RefreshReport(
             indexed=sorted(p for p, h in on_disk.items() if indexed.get(p) != h),
             removed=sorted(p for p in indexed if p not in on_disk))
         if report.removed:
             index.delete(report.removed)
+        docs: list["IndexDoc"] = []
         if report.indexed:
-            index.upsert(self._with_followers(index, list(self._docs_for(report.indexed))))
-        head = self.store.git.head()
-        index.set_state("commit", head.decode() if head else "")
+            docs = self._with_followers(index, list(self._docs_for(report.indexed)))
+            index.upsert(docs)
+        held = self._held(on_disk, indexed, report.removed, docs)
+        held.update({p: None for p in pending or () if p not in held})   # in neither
+        self._in_step(index, held, everything)
+        self._note_head(index)
         return report
+
+    @staticmethod
+    def _held(on_disk: Mapping[str, str], indexed: Mapping[str, str], removed: Iterable[str],
+              docs: Iterable["IndexDoc"]) -> dict[str, str | None]:
+        """What the index holds of the paths compared, once ``removed`` are deleted and
+        ``docs`` written (a file that could not be read keeps what it had)."""
+        held: dict[str, str | None] = {p: indexed.get(p) for p in (*on_disk, *indexed)}
+        held.update({p: None for p in removed})
+        held.update({d.path: d.hash for d in docs})
+        return held
+
+    #: Over this many changed rows, a catch-up compares every indexed hash (one pass)
+    #: instead of looking each changed path up in the index.
+    CHECK_ALL_OVER = 2000
+
+    def _in_step(self, index: "SearchIndex", taken: Mapping[str, str | None],
+                 everything: bool = False) -> None:
+        """Record that the index now holds ``taken`` (path -> blob id, None: not at all);
+        ``everything``: ``taken`` is all the index holds (a full comparison or a
+        rebuild), and from now on the catalog's list of changed rows is trusted for
+        this index."""
+        catalog = self.store.catalog
+        with self.store.lock.threads():
+            if everything:
+                taken = {**{p: None for p in catalog.unindexed(10**9) or ()}, **taken}
+            catalog.mark_indexed(taken.items())
+            if everything:
+                token = uuid.uuid4().hex
+                index.set_state("catalog", token)
+                catalog.set("search_index", token)
+
+    def _note_head(self, index: "SearchIndex") -> None:
+        head = self.store.git.head()
+        commit = head.decode() if head else ""
+        if index.get_state("commit") != commit:
+            index.set_state("commit", commit)
 
     def index_changes(self, written: Mapping[str, tuple["Memory", str]],
                        removed: Sequence[str], new: Sequence[str] = ()) -> None:
@@ -180,9 +246,12 @@ class SearchService:
         index = self.index
         if removed:
             index.delete(list(removed))
+        docs: list["IndexDoc"] = []
         if written:
-            docs = [self.doc(memory, blob_hash) for memory, blob_hash in written.values()]
-            index.upsert(self._with_followers(index, docs), new=set(new))
+            docs = self._with_followers(
+                index, [self.doc(memory, blob_hash) for memory, blob_hash in written.values()])
+            index.upsert(docs, new=set(new))
+        self._in_step(index, {**{p: None for p in removed}, **{d.path: d.hash for d in docs}})
 
     # ----------------------------------------------------------- front doors
     def refresh(self, paths: Iterable[str] | None = None) -> RefreshReport:
@@ -198,15 +267,20 @@ class SearchService:
                 wanted = sorted({p for p in paths if self.store.is_memory_path(p)})
                 changed, removed = self.reader.scan_paths(wanted)
                 index = self.index
-                indexed = index.indexed()
-                hashes = self.store.catalog.hashes()
+                indexed = index.hashes_of(wanted)
+                hashes = self.store.catalog.hashes_of(wanted)
                 report = RefreshReport(
                     indexed=[p for p in wanted if p in hashes and indexed.get(p) != hashes[p]],
                     removed=[p for p in wanted if p not in hashes and p in indexed])
                 if report.removed:
                     index.delete(report.removed)
+                docs: list["IndexDoc"] = []
                 if report.indexed:
-                    index.upsert(self._with_followers(index, list(self._docs_for(report.indexed))))
+                    docs = self._with_followers(index, list(self._docs_for(report.indexed)))
+                    index.upsert(docs)
+                held = self._held(hashes, indexed, report.removed, docs)
+                held.update({p: None for p in wanted if p not in held})
+                self._in_step(index, held)
             for path in report.indexed:
                 row = self.store.catalog.row(path)
                 if row is not None and row.problem:

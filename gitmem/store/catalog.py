@@ -1,12 +1,17 @@
 """gitmem's private catalog: a SQLite cache in ``.git/gitmem/catalog.sqlite``.
 
-Two caches, both rebuildable from the files and from git (delete the file and
+Caches, all rebuildable from the files and from git (delete the file and
 nothing is lost):
 
 * ``files``: one row per memory file in the working tree (path, id, stat,
   frontmatter as JSON).  It answers "which file has id X", "list the
   long_term goals" and "is this file name taken" without parsing thousands of
   files.  :meth:`Catalog.scan` re-reads only files whose size or mtime changed.
+* ``dirs``: each folder of the tier folders with its mtime and its number of
+  memory files as the last scan saw them: a folder unchanged since is not
+  listed again, its catalogued files are stat-ed by name.
+* ``unindexed``: the paths whose ``files`` row changed (triggers, whoever
+  changes it) since the search index took them: what the index may lack.
 * ``touches``: memory id -> commits that created, changed, moved or removed
   it, recorded at write time (and by catching up on commits made outside
   gitmem), so the history of one memory is an indexed lookup instead of a
@@ -88,6 +93,20 @@ CREATE TABLE IF NOT EXISTS aliases (path TEXT NOT NULL, key TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS aliases_key ON aliases(key);
 CREATE INDEX IF NOT EXISTS aliases_path ON aliases(path);
 CREATE TABLE IF NOT EXISTS path_ids (path TEXT PRIMARY KEY, id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS files_stat ON files(path, mtime_ns, size);
+CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, files INTEGER NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS unindexed (path TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS files_added AFTER INSERT ON files BEGIN
+    INSERT OR IGNORE INTO unindexed VALUES (NEW.path);
+END;
+CREATE TRIGGER IF NOT EXISTS files_updated AFTER UPDATE ON files BEGIN
+    INSERT OR IGNORE INTO unindexed VALUES (OLD.path);
+    INSERT OR IGNORE INTO unindexed VALUES (NEW.path);
+END;
+CREATE TRIGGER IF NOT EXISTS files_removed AFTER DELETE ON files BEGIN
+    INSERT OR IGNORE INTO unindexed VALUES (OLD.path);
+END;
 """
 _ID_LINE = re.compile(rb"^id:[ \t]*['\"]?([^'\"\r\n#]+?)['\"]?[ \t]*$", re.MULTILINE)
 
@@ -174,12 +193,17 @@ def _meta_json(meta: dict[str, Any]) -> str:
     return text
 
 
+# Rows whose sketch and bands are kept for their second put (see Catalog.put).
+_DERIVED_KEPT = 120_000
+
+
 class Catalog:
     """Connection to the catalog database (one per Vault object)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._derived: dict[tuple[str, str], tuple[list[int], list[Any]]] = {}
         try:
             self.db = self._connect()
         except sqlite3.DatabaseError:
@@ -244,12 +268,19 @@ class Catalog:
              _text(meta.get("updated") or meta.get("created") or ""), title, safe_text(gist(meta, body)),
              content_key(body or title, meta.get("type"), meta.get("scope")),
              _text(ext) if ext not in (None, "") else None))
+        # A commit puts each row twice (MEMORY.md is rendered from a what-if catalog
+        # first): the sketch and bands, the costly part, are computed once.
+        key = (path, blob_hash)
+        derived = self._derived.pop(key, None)
+        if derived is None:
+            derived = (list(sketch(f"{title}\n{body}")), list(dict.fromkeys(bands(body or title))))
+            if len(self._derived) >= _DERIVED_KEPT:
+                self._derived.clear()
+            self._derived[key] = derived
         self.db.execute("DELETE FROM sketch WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO sketch VALUES (?, ?)",
-                            [(path, h) for h in sketch(f"{title}\n{body}")])
+        self.db.executemany("INSERT INTO sketch VALUES (?, ?)", [(path, h) for h in derived[0]])
         self.db.execute("DELETE FROM bands WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO bands VALUES (?, ?)",
-                            [(path, k) for k in dict.fromkeys(bands(body or title))])
+        self.db.executemany("INSERT INTO bands VALUES (?, ?)", [(path, k) for k in derived[1]])
         self.db.execute("DELETE FROM links WHERE path=?", (path,))
         self.db.executemany("INSERT INTO links VALUES (?, ?, ?)",
                             [(path, link_key(safe_text(t)), safe_text(r))
@@ -369,19 +400,73 @@ class Catalog:
         """Every catalogued path -> blob id of its content."""
         return dict(self.db.execute("SELECT path, hash FROM files"))
 
+    def hashes_of(self, paths: Iterable[str]) -> dict[str, str]:
+        """Those of ``paths`` that are catalogued -> blob id of their content."""
+        out: dict[str, str] = {}
+        for path in paths:
+            found = self.db.execute("SELECT hash FROM files WHERE path=?", (path,)).fetchone()
+            if found is not None:
+                out[path] = found[0]
+        return out
+
+    def stats(self) -> dict[str, tuple[int, int]]:
+        """Every catalogued path -> (mtime_ns, size) it had when read (from one small index)."""
+        return {p: (m, s) for p, m, s in
+                self.db.execute("SELECT path, mtime_ns, size FROM files INDEXED BY files_stat")}
+
+    def dirs(self) -> dict[str, tuple[int, int]]:
+        """Each folder of the tier folders as the last scan saw it -> (its mtime_ns, how
+        many memory files it held); a folder changed too recently to trust has mtime -1."""
+        return {p: (m, n) for p, m, n in self.db.execute("SELECT path, mtime_ns, files FROM dirs")}
+
+    def set_dirs(self, dirs: dict[str, tuple[int, int]]) -> None:
+        """Replace the folders a scan saw (see :meth:`dirs`)."""
+        with self.transaction():
+            self.db.execute("DELETE FROM dirs")
+            self.db.executemany("INSERT INTO dirs VALUES (?, ?, ?)",
+                                [(p, m, n) for p, (m, n) in dirs.items()])
+
+    # ------------------------------------------------ the search index's to-do list
+    # Every change to a ``files`` row (insert, update, delete: whoever makes it) lists its
+    # path in ``unindexed`` (triggers in the schema, same transaction); the search index
+    # takes them off once it holds that content.  So what the index may lack is a short
+    # indexed lookup, not a comparison of every file's hash with the index's.
+
+    def unindexed(self, limit: int) -> list[str] | None:
+        """Paths whose row changed since the search index last took them (None: more
+        than ``limit``)."""
+        rows = [r[0] for r in self.db.execute("SELECT path FROM unindexed LIMIT ?", (limit + 1,))]
+        return None if len(rows) > limit else rows
+
+    def mark_indexed(self, indexed: Iterable[tuple[str, str | None]]) -> None:
+        """The search index now holds these paths with these blob ids (None: not at all):
+        each leaves the to-do list, unless its row has changed since."""
+        rows = [(p, p, h) for p, h in indexed]
+        if not rows:
+            return
+        sql = "DELETE FROM unindexed WHERE path=? AND (SELECT hash FROM files WHERE path=?) IS ?"
+        if self.db.in_transaction:
+            self.db.executemany(sql, rows)
+        else:
+            with self.transaction():
+                self.db.executemany(sql, rows)
+
     def scan(self, files: dict[str, os.stat_result],
              load: Callable[[str], tuple[str, dict[str, Any], str | None, str, str] | None],
-             only: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
+             only: Iterable[str] | None = None,
+             known: dict[str, tuple[int, int]] | None = None) -> tuple[list[str], list[str]]:
         """Bring ``files`` rows in line with the working tree.
 
         ``files`` maps each memory path on disk to its stat; ``load(path)``
         parses one file and returns (id, meta, problem, body, blob id) or None if
         it vanished.  ``only`` limits the comparison to those paths (``files``
         then holds just the ones of them that exist).
+        ``known`` is :meth:`stats` when the caller has already read it.
         Returns (changed paths, removed paths).
         """
         if only is None:
-            known = {p: (m, s) for p, m, s in self.db.execute("SELECT path, mtime_ns, size FROM files")}
+            if known is None:
+                known = self.stats()
         else:
             known = {}
             for p in only:
@@ -579,6 +664,7 @@ class Catalog:
     def forget_files(self) -> None:
         """Drop every file row (the next scan reads every file again)."""
         self.db.execute("DELETE FROM files")
+        self.db.execute("DELETE FROM dirs")
 
     def compact(self) -> None:
         """Rewrite the database without free pages and empty its write-ahead log, so no

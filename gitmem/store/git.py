@@ -587,20 +587,23 @@ class GitStore:
             return True
         pending, self._pending_index = self._pending_index, {}
         try:
-            index = self.repo.open_index()
             head = self.head()
             # Many entries (a bulk import): read HEAD's tree once rather than walk it per path.
             files = self.list_tree(head) if head and len(pending) > 256 else None
-            for path, value in pending.items():
-                value = self._still_current(head, path, value, files)
-                if value is None:
-                    if path in index:
-                        del index[path]
-                else:
-                    sha, st = value
-                    index[path] = index_entry_from_stat(st, sha, FILE_MODE)
+            final = {path: self._still_current(head, path, value, files) for path, value in pending.items()}
             with index_writing(self):
-                index.write()
+                # A few entries into a plain index: spliced into its bytes (a few ms at
+                # 10k files, where reading and writing every entry as objects takes 0.2 s).
+                if len(final) > 256 or not _splice_index(Path(self.repo.index_path()), final):
+                    index = self.repo.open_index()
+                    for path, value in final.items():
+                        if value is None:
+                            if path in index:
+                                del index[path]
+                        else:
+                            sha, st = value
+                            index[path] = index_entry_from_stat(st, sha, FILE_MODE)
+                    index.write()
         except Exception:  # noqa: BLE001 - git may hold index.lock; retry later
             for path, value in pending.items():
                 self._pending_index.setdefault(path, value)
@@ -757,6 +760,67 @@ class GitStore:
 
 RENAME_OP_TRAILER = "Op: rename"
 DIRTY_MARK = "index-dirty"
+
+
+def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_result] | None]) -> bool:
+    """Set (or, for None, remove) these entries of the ``.git/index`` at ``path`` by
+    rewriting its bytes around them, under git's ``index.lock``; False (nothing
+    written) for an index this does not handle: not version 2 or 3, an entry with
+    extended flags or a merge stage, or an extension git requires (split index).
+    Optional extensions describing the entries (the cached trees, the untracked
+    cache ...) are left out, as git allows; git rebuilds them."""
+    import hashlib
+    import struct
+    from dulwich.file import GitFile
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b"DIRC" + struct.pack(">LL", 2, 0)
+        data += hashlib.sha1(data).digest()
+    if len(data) < 32 or data[:4] != b"DIRC":
+        return False
+    version, count = struct.unpack_from(">LL", data, 4)
+    if version not in (2, 3):
+        return False
+    raw: dict[bytes, bytes] = {}
+    pos, end = 12, len(data) - 20
+    for _ in range(count):
+        if pos + 62 > end:
+            return False
+        (flags,) = struct.unpack_from(">H", data, pos + 60)
+        if flags & 0x7000:          # extended flags, or a merge stage (a conflict)
+            return False
+        stop = data.find(b"\0", pos + 62)
+        if stop < 0:
+            return False
+        name = data[pos + 62:stop]
+        size = (62 + len(name) + 8) // 8 * 8
+        raw[name] = data[pos:pos + size]
+        pos += size
+    kept = b""
+    while pos < end:                 # extensions: signature, length, data
+        if pos + 8 > end:
+            return False
+        sig, length = data[pos:pos + 4], struct.unpack_from(">L", data, pos + 4)[0]
+        if not b"A" <= sig[:1] <= b"Z":   # one git requires (a split index): not handled
+            return False
+        pos += 8 + length
+    for name, value in entries.items():
+        if value is None:
+            raw.pop(name, None)
+            continue
+        sha, st = value
+        packed = struct.pack(">LLLLLLLLLL20sH", int(st.st_ctime) & 0xFFFFFFFF, st.st_ctime_ns % 10**9,
+                             int(st.st_mtime) & 0xFFFFFFFF, st.st_mtime_ns % 10**9,
+                             st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, FILE_MODE,
+                             st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF,
+                             bytes.fromhex(sha.decode("ascii")), min(len(name), 0xFFF))
+        entry = packed + name
+        raw[name] = entry + b"\0" * ((62 + len(name) + 8) // 8 * 8 - len(entry))
+    body = b"".join([b"DIRC", struct.pack(">LL", version, len(raw)), *(raw[n] for n in sorted(raw)), kept])
+    with GitFile(str(path), "wb") as f:   # index.lock, renamed over the index when complete
+        f.write(body + hashlib.sha1(body).digest())
+    return True
 
 
 def _alive(pid_text: str) -> bool:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Iterable
+import time
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .. import safefs
-from .catalog import FileRow, tag_key
+from .catalog import RACY_NS, FileRow, tag_key
 from .git import blob_id
 from ..errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
 from ..memory.markdown import ParsedFile, decode, parse_text, wikilink_target
@@ -106,11 +107,81 @@ class Reader:
         return self.store.catalog.inherited_id(path) or path_id(path)
 
     def scan(self) -> tuple[list[str], list[str]]:
-        """Re-read changed files into the catalog; returns (changed, removed) paths."""
+        """Re-read changed files into the catalog; returns (changed, removed) paths.
+
+        Like ``git status``: every memory file is stat-ed and compared with the size and
+        mtime the catalog has for it, and only files that differ are read.  A folder
+        whose mtime (and count of memory files) is as the last scan saw it holds the
+        same names, so it is not listed again: its catalogued files are stat-ed by name
+        (an edit in place changes a file's mtime, not its folder's; adding, removing or
+        renaming a file changes its folder's)."""
         with self.store.lock.threads():  # not inside another thread's catalog transaction
-            result = self.store.catalog.scan(self.disk_files(), self._load_row)
+            catalog = self.store.catalog
+            known, dirs = catalog.stats(), catalog.dirs()
+            if _FOLDER_FDS:
+                files, seen = self._stat_files(known, dirs)
+            else:  # pragma: no cover - Windows: every folder listed
+                files, seen = self.disk_files(), dirs
+            result = catalog.scan(files, self._load_row, known=known)
+            if seen != dirs:
+                catalog.set_dirs(seen)
         self.scanned = True
         return result
+
+    def _stat_files(self, known: dict[str, tuple[int, int]], dirs: dict[str, tuple[int, int]]
+                    ) -> tuple[dict[str, os.stat_result], dict[str, tuple[int, int]]]:
+        """What :meth:`disk_files` finds, listing only the folders that changed since the
+        last scan (``known``: the catalog's files, ``dirs``: the folders it saw); also
+        the folders as this scan saw them, for the next."""
+        trusted_before = time.time_ns() - RACY_NS   # a folder changed since may change again unseen
+        in_dir: dict[str, list[str]] = {}
+        for path in known:
+            in_dir.setdefault(path.rpartition("/")[0], []).append(path)
+        subdirs: dict[str, list[str]] = {}
+        for folder in dirs:
+            subdirs.setdefault(folder.rpartition("/")[0], []).append(folder)
+        files: dict[str, os.stat_result] = {}
+        seen: dict[str, tuple[int, int]] = {}
+        lstat, is_file = os.lstat, stat.S_ISREG
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+        root_fd = os.open(self.store.root, os.O_RDONLY)
+        try:
+            # Folders are taken parent first, so a folder is only entered through real
+            # folders (one replaced by a link changes its parent, which is then listed).
+            stack = list(self.store.config.tiers)   # (folder names: never a "/" in them)
+            while stack:
+                folder = stack.pop()
+                try:
+                    fd = os.open(folder, flags, dir_fd=root_fd)   # never through a link
+                except OSError:
+                    continue
+                try:
+                    st = os.fstat(fd)
+                    mtime, names = st.st_mtime_ns, in_dir.get(folder, ())
+                    if mtime < trusted_before and dirs.get(folder) == (mtime, len(names)):
+                        for path in names:          # the same names as last time: stat them
+                            try:
+                                fst = lstat(path.rpartition("/")[2], dir_fd=fd)
+                            except OSError:
+                                continue
+                            if is_file(fst.st_mode):
+                                files[path] = fst
+                        stack.extend(subdirs.get(folder, ()))
+                        count = len(names)
+                    else:
+                        count = 0
+                        for rel, fst, sub in _list_folder(fd, folder):
+                            if fst is None:
+                                stack.append(rel)
+                            else:
+                                files[rel] = fst
+                                count += 1
+                finally:
+                    os.close(fd)
+                seen[folder] = (mtime if mtime < trusted_before else -1, count)
+        finally:
+            os.close(root_fd)
+        return files, seen
 
     def scan_paths(self, paths: Iterable[str]) -> tuple[list[str], list[str]]:
         """Like :meth:`scan` for just these vault-relative paths."""
@@ -290,6 +361,37 @@ def matches_filters(entries: Iterable[Memory], want: dict[str, set[str]], limit:
                       for k, v in want.items())]
     out.sort(key=lambda m: (str(m.meta.get("updated", "")), m.path), reverse=True)
     return out[:limit] if limit else out
+
+
+# Folders opened once and their files stat-ed through them (not Windows)
+_FOLDER_FDS = ({os.open, os.stat} <= os.supports_dir_fd and os.stat in os.supports_follow_symlinks
+               and os.scandir in os.supports_fd)
+
+
+def _list_folder(fd: int, folder: str) -> Iterator[tuple[str, os.stat_result | None, bool]]:
+    """The open folder ``fd`` (vault path ``folder``) as :meth:`Reader.disk_files` walks
+    it: (path, stat, False) for each memory file, (path, None, True) for each sub-folder
+    to enter.  Links, hidden names and names that are not UTF-8 are left out."""
+    try:
+        entries = list(os.scandir(fd))
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        try:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if not is_hidden_part(name):
+                    yield f"{folder}/{name}", None, True
+            elif entry.is_file(follow_symlinks=False) and name.endswith(".md") and not name.startswith("."):
+                yield f"{folder}/{name}", entry.stat(follow_symlinks=False), False
+        except OSError:
+            continue
 
 
 def _parse(data: bytes) -> tuple["ParsedFile", list[str]]:

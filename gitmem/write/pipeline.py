@@ -61,6 +61,9 @@ INDEX_FLUSH_DELAY = 0.25
 INDEX_RETRY_FIRST = 0.05
 INDEX_RETRY_MAX = 0.25
 INDEX_RETRY_FOR = 60.0
+# A commit writing this many memories (an import) leaves the search index built; a
+# smaller vault's index is built on first use.
+BULK_MEMORIES = 200
 
 
 @dataclass(frozen=True)
@@ -140,12 +143,13 @@ class WritePipeline:
         ``origin`` says who made the content (see :mod:`gitmem.write.checks`): the
         write checks run on every change before any git object is stored."""
         who = author or self.store.author
-        trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
-        trailers += [f"Op: {op}", f"Agent: {who.name}"]
         if forced:
             subject += " (forced)"
-            trailers.append("Forced: true")
-        message = f"{subject}\n\n" + (f"{body.rstrip()}\n\n" if body else "") + "\n".join(trailers) + "\n"
+
+        def message_for(touched: Sequence[tuple[str, str | None, str]]) -> str:
+            trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
+            trailers += [f"Op: {op}", f"Agent: {who.name}"] + (["Forced: true"] if forced else [])
+            return f"{subject}\n\n" + (f"{body.rstrip()}\n\n" if body else "") + "\n".join(trailers) + "\n"
         with self.store.lock.hold():
             bases, self.bases = self.bases, {}
             for attempt in range(3):
@@ -155,6 +159,10 @@ class WritePipeline:
                     todo, expected = guard_person_edits(self.store, changes, bases, (MEMORY_MD,),
                                                         self._commit_person_edits)
                 written, removed = self.parse_changes(todo)
+                # An empty id in ``touched`` is the id of the memory written at that path.
+                touched = [(t[0] or written[t[1]][0].id, *t[1:]) if not t[0] and t[1] in written else t
+                           for t in touched]
+                message = message_for(touched)
                 index_change = self.memory_md_change(todo, written, removed)
                 if index_change is not None:
                     todo = [*todo, index_change]
@@ -269,9 +277,24 @@ class WritePipeline:
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.store.catalog.add_touches(sha.decode(), when, touched)
                 self.store.catalog.set("history_tip", sha.decode())
-        self.searcher.index_changes(written, removed, new=[t[1] for t in touched if t[2] == "add" and t[1]])
+        if parent is None and len(written) >= BULK_MEMORIES and self.searcher.open_index is None:
+            self.index_first_commit(sha, written)
+        else:
+            self.searcher.index_changes(written, removed, new=[t[1] for t in touched if t[2] == "add" and t[1]])
+            if len(written) >= BULK_MEMORIES and self.searcher.open_index is None:
+                self.searcher.index  # noqa: B018 - a bulk import leaves the vault searchable
         self.schedule_index_flush()
         return {path: memory for path, (memory, _) in written.items()}
+
+    def index_first_commit(self, sha: bytes, written: Mapping[str, tuple[Memory, str]]) -> None:
+        """Build the search index of a new vault from its first commit's memories, parsed
+        once already (``gitmem init --from`` is searchable when it returns)."""
+        from ..search.index import SearchIndex
+        index = SearchIndex(self.store.state_dir / "index")
+        # In path order, as a rebuild from the files adds them (ties rank the same).
+        index.rebuild(self.searcher.doc(*written[path]) for path in sorted(written))
+        index.set_state("commit", sha.decode())
+        self.searcher.open_index = index
 
     # ------------------------------------------------------- .git/index
     def schedule_index_flush(self, delay: float = INDEX_FLUSH_DELAY, *, retry: float = 0.0,
