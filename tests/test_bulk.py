@@ -122,3 +122,23 @@ def test_import_into_a_vault_without_an_index_leaves_it_searchable(tmp_path: Pat
         assert vault.search("roadmap").total > 0
     finally:
         vault.close()
+
+
+def test_the_index_a_bulk_init_builds_is_in_step_with_the_catalog(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next process trusts the catalog's list of changed rows (nothing pending, one
+    token on both sides) instead of comparing every indexed hash once."""
+    monkeypatch.setattr(pipeline, "BULK_MEMORIES", 5)
+    source = tmp_path / "notes"
+    source.mkdir()
+    for i in range(12):
+        (source / f"note-{i}.md").write_text(f"# Note {i}\n\nword{i} and shared text\n")
+    Vault.init(tmp_path / "vault", from_dir=source).close()
+    with Vault.open(tmp_path / "vault") as vault:
+        assert vault.catalog.unindexed(10**6) == []
+        index = SearchIndex(vault.state_dir / "index")
+        try:
+            assert index.get_state("catalog") == vault.catalog.get("search_index") is not None
+        finally:
+            index.close()
+        assert vault.search("word7").hits[0].title == "Note 7"

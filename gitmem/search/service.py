@@ -158,6 +158,18 @@ class SearchService:
         self._note_head(index)
         return count
 
+    def build_from(self, written: Mapping[str, tuple["Memory", str]]) -> None:
+        """Build the index of a new vault from its first commit's memories, parsed once
+        already (lock held): ``gitmem init --from`` is searchable when it returns, and
+        the next process finds the index in step with the catalog."""
+        from .index import SearchIndex
+        index = SearchIndex(self.store.state_dir / "index")
+        # In path order, as a rebuild from the files adds them (ties rank the same).
+        index.rebuild(self.doc(*written[path]) for path in sorted(written))
+        self.open_index = index
+        self._in_step(index, {path: blob for path, (_, blob) in written.items()}, everything=True)
+        self._note_head(index)
+
     def _catch_up(self, index: "SearchIndex") -> RefreshReport:
         """Re-index what differs between the files and the index (lock held).
 

@@ -278,23 +278,13 @@ class WritePipeline:
                 self.store.catalog.add_touches(sha.decode(), when, touched)
                 self.store.catalog.set("history_tip", sha.decode())
         if parent is None and len(written) >= BULK_MEMORIES and self.searcher.open_index is None:
-            self.index_first_commit(sha, written)
+            self.searcher.build_from(written)
         else:
             self.searcher.index_changes(written, removed, new=[t[1] for t in touched if t[2] == "add" and t[1]])
             if len(written) >= BULK_MEMORIES and self.searcher.open_index is None:
                 self.searcher.index  # noqa: B018 - a bulk import leaves the vault searchable
         self.schedule_index_flush()
         return {path: memory for path, (memory, _) in written.items()}
-
-    def index_first_commit(self, sha: bytes, written: Mapping[str, tuple[Memory, str]]) -> None:
-        """Build the search index of a new vault from its first commit's memories, parsed
-        once already (``gitmem init --from`` is searchable when it returns)."""
-        from ..search.index import SearchIndex
-        index = SearchIndex(self.store.state_dir / "index")
-        # In path order, as a rebuild from the files adds them (ties rank the same).
-        index.rebuild(self.searcher.doc(*written[path]) for path in sorted(written))
-        index.set_state("commit", sha.decode())
-        self.searcher.open_index = index
 
     # ------------------------------------------------------- .git/index
     def schedule_index_flush(self, delay: float = INDEX_FLUSH_DELAY, *, retry: float = 0.0,
