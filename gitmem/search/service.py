@@ -191,6 +191,15 @@ class SearchService:
             everything = False
         else:
             on_disk, indexed, everything = catalog.hashes(), index.indexed(), True
+        report = self._bring_in_line(index, on_disk, indexed, pending or (), everything)
+        self._note_head(index)
+        return report
+
+    def _bring_in_line(self, index: "SearchIndex", on_disk: Mapping[str, str], indexed: Mapping[str, str],
+                       looked_at: Iterable[str], everything: bool) -> RefreshReport:
+        """Re-index the paths whose catalog hash (``on_disk``) differs from the indexed one,
+        drop those gone, and record what the index now holds (``looked_at``: paths also
+        compared, in neither when absent from both)."""
         report = RefreshReport(
             indexed=sorted(p for p, h in on_disk.items() if indexed.get(p) != h),
             removed=sorted(p for p in indexed if p not in on_disk))
@@ -201,9 +210,8 @@ class SearchService:
             docs = self._with_followers(index, list(self._docs_for(report.indexed)))
             index.upsert(docs)
         held = self._held(on_disk, indexed, report.removed, docs)
-        held.update({p: None for p in pending or () if p not in held})   # in neither
+        held.update({p: None for p in looked_at if p not in held})   # in neither
         self._in_step(index, held, everything)
-        self._note_head(index)
         return report
 
     @staticmethod
@@ -279,20 +287,8 @@ class SearchService:
                 wanted = sorted({p for p in paths if self.store.is_memory_path(p)})
                 changed, removed = self.reader.scan_paths(wanted)
                 index = self.index
-                indexed = index.hashes_of(wanted)
-                hashes = self.store.catalog.hashes_of(wanted)
-                report = RefreshReport(
-                    indexed=[p for p in wanted if p in hashes and indexed.get(p) != hashes[p]],
-                    removed=[p for p in wanted if p not in hashes and p in indexed])
-                if report.removed:
-                    index.delete(report.removed)
-                docs: list["IndexDoc"] = []
-                if report.indexed:
-                    docs = self._with_followers(index, list(self._docs_for(report.indexed)))
-                    index.upsert(docs)
-                held = self._held(hashes, indexed, report.removed, docs)
-                held.update({p: None for p in wanted if p not in held})
-                self._in_step(index, held)
+                report = self._bring_in_line(index, self.store.catalog.hashes_of(wanted),
+                                             index.hashes_of(wanted), wanted, everything=False)
             for path in report.indexed:
                 row = self.store.catalog.row(path)
                 if row is not None and row.problem:
