@@ -1,4 +1,6 @@
-"""Small helpers shared by the gitmem benchmarks: percentiles, timing, machine info."""
+"""Small helpers shared by the gitmem benchmarks: percentiles, timing, machine info,
+the generated corpus, vaults of a given size made by ``gitmem init --from`` (kept for
+reuse with ``--keep``), and /proc readings of child processes."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import math
 import os
 import random
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +46,33 @@ def timed(func: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = func()
     return time.perf_counter() - start, result
+
+
+def cpu_timed(func: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Run ``func`` once; return (wall seconds, this process's CPU seconds, result)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    result = func()
+    return time.perf_counter() - start, time.process_time() - cpu, result
+
+
+def loadavg() -> list[float]:
+    """The 1, 5 and 15 minute load averages, rounded."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def proc_cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU seconds (user + system) of running process ``pid`` so far, from /proc; with
+    ``children``, plus those of its children it has waited for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15 if children else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_peak_rss_mib(pid: int) -> float:
+    """Peak resident set size (``VmHWM``) of running process ``pid``, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return math.nan
 
 
 def report(result: dict[str, Any], out: str | os.PathLike[str] | None = None) -> None:
@@ -233,3 +263,106 @@ def populate_bulk(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str,
     return ids, {"mode": "bulk (one commit via GitStore.commit_files, then scan + sync_history)",
                  "seconds": round(seconds, 2), "memories_per_s": round(n / seconds, 1),
                  "avg_file_bytes": round(statistics.fmean(sizes))}
+
+
+def make_corpus(folder: Path, n: int, seed: int = 7, tiers: bool = False) -> dict[str, Any]:
+    """``n`` notes in ``folder/areaA/topicT/note-I.md`` with frontmatter and some links.
+
+    With ``tiers``, each note goes under a tier folder (``folder/mid_term/areaA/...``,
+    the generator's tier), which ``gitmem init --from`` keeps; otherwise every note
+    lands in the import tier."""
+    gen, rng = Generator(seed), random.Random(seed)
+    size = 0
+    for i in range(n):
+        spec = gen.spec()
+        sub = (folder / spec["tier"] if tiers else folder) / f"area{i % 32}" / f"topic{i // 32 % 32}"
+        sub.mkdir(parents=True, exist_ok=True)
+        body = spec["body"]
+        if i and rng.random() < 0.3:
+            body += f"\nSee [[note-{rng.randrange(i)}]].\n"
+        text = (f"---\ntitle: {spec['title']}\ntype: {spec['type']}\n"
+                f"tags: [{', '.join(spec['tags'])}]\n---\n{body}")
+        (sub / f"note-{i}.md").write_text(text, encoding="utf-8")
+        size += len(text.encode())
+        if (i + 1) % 10_000 == 0:
+            log(f"corpus: {i + 1}/{n}")
+    return {"notes": n, "bytes": size, "folders": min(n, 1024)}
+
+
+# ----------------------------------------------------------------- vaults of a given size
+SCALE_HELP = ("memories in the vault, made as a user would: a generated corpus imported with "
+              "`gitmem init --from`")
+KEEP_HELP = ("folder keeping generated vaults (vault-N-seedS) for later runs; a run works on a "
+             "copy (generating 100,000 memories takes minutes)")
+BENCH_ENV = {"GITMEM_AUTHOR": "bench <bench@gitmem.local>"}
+
+
+def add_scale_options(parser: Any, default: int | None) -> None:
+    """``--scale N`` and ``--keep DIR`` on an argparse parser."""
+    parser.add_argument("--scale", type=int, default=default, help=SCALE_HELP)
+    parser.add_argument("--keep", type=Path, help=KEEP_HELP)
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """``cp -a`` (keeps modification times, which gitmem's catalog compares)."""
+    subprocess.run(["cp", "-a", str(src), str(dest)], check=True)
+
+
+def _gitmem_commit() -> str | None:
+    out = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent), "rev-parse", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
+def bench_vault(n: int, dest: Path, keep: Path | None = None, seed: int = 7) -> dict[str, Any]:
+    """Make a vault of ``n`` generated memories at ``dest`` (which must not exist) the way
+    a user would: :func:`make_corpus` (spread over the three tiers) then ``python -m
+    gitmem init --from CORPUS VAULT`` in a child process.  With ``keep``, a vault kept
+    there by an earlier run is copied instead, and a new one is kept for later runs.
+    Returns how the vault was made (and how long it took)."""
+    name = f"vault-{n}-seed{seed}"
+    stamp = keep / f"{name}.json" if keep else None
+    if keep and stamp and stamp.exists() and (keep / name).is_dir():
+        log(f"copying the kept vault {keep / name}")
+        seconds, _ = timed(lambda: copy_tree(keep / name, dest))
+        info = {**json.loads(stamp.read_text()), "reused_from": str(keep / name), "copy_s": round(seconds, 1)}
+        if info.get("gitmem_commit") != _gitmem_commit():
+            info["made_by_another_gitmem_commit"] = True
+            log(f"warning: {keep / name} was made by gitmem {info.get('gitmem_commit')}, not the HEAD checked out")
+        return info
+    corpus = dest.parent / f"corpus-{n}"
+    shutil.rmtree(corpus, ignore_errors=True)
+    log(f"generating a corpus of {n} notes")
+    corpus_s, made = timed(lambda: make_corpus(corpus, n, seed, tiers=True))
+    log(f"gitmem init --from ({n} notes)")
+    start, before = time.perf_counter(), os.times()
+    proc = subprocess.run([sys.executable, "-m", "gitmem", "init", "--from", str(corpus), str(dest), "--json"],
+                          capture_output=True, text=True, cwd=dest.parent, env={**os.environ, **BENCH_ENV})
+    wall, after = time.perf_counter() - start, os.times()
+    shutil.rmtree(corpus, ignore_errors=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"gitmem init --from failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    imported = json.loads(proc.stdout)["memories"]
+    if imported != n:
+        raise RuntimeError(f"gitmem init --from imported {imported} of {n} notes")
+    info = {"memories": n, "seed": seed, "made_by": "make_corpus(tiers=True) + gitmem init --from",
+            "corpus": made, "corpus_s": round(corpus_s, 1), "init_from_wall_s": round(wall, 1),
+            "init_from_cpu_s": round(after.children_user + after.children_system
+                                     - before.children_user - before.children_system, 1),
+            "gitmem_commit": _gitmem_commit(), "made": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    log(f"vault of {n} memories made in {wall:.1f} s")
+    if keep and stamp:
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(keep / name, ignore_errors=True)
+        copy_tree(dest, keep / name)
+        stamp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        info["kept_in"] = str(keep / name)
+    return info
+
+
+def index_segments(root: Path) -> int:
+    """Segments of the vault's search index: the distinct segment names among the files of
+    ``.git/gitmem/index`` (``MAIN_<segment>.seg`` and the like)."""
+    folder = root / ".git" / "gitmem" / "index"
+    names = {p.stem for p in folder.glob("MAIN_*.*") if p.suffix not in (".toc", "") and p.name != "MAIN_WRITELOCK"}
+    return len(names)

@@ -31,9 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -45,7 +43,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import Generator, log, machine_info, report  # noqa: E402
+from _common import log, machine_info, make_corpus, report  # noqa: E402
 
 REINDEX = """
 import json, sys, time
@@ -86,25 +84,6 @@ found = db.execute("SELECT count(*) FROM notes WHERE notes MATCH 'roadmap'").fet
 print(json.dumps({"memories": len(rows), "wall_s": wall, "cpu_s": cpu, "found": found}))
 """
 
-
-def make_corpus(folder: Path, n: int, seed: int = 7) -> dict[str, Any]:
-    """``n`` notes in ``folder/areaA/topicT/note-I.md`` with frontmatter and some links."""
-    gen, rng = Generator(seed), random.Random(seed)
-    size = 0
-    for i in range(n):
-        spec = gen.spec()
-        sub = folder / f"area{i % 32}" / f"topic{i // 32 % 32}"
-        sub.mkdir(parents=True, exist_ok=True)
-        body = spec["body"]
-        if i and rng.random() < 0.3:
-            body += f"\nSee [[note-{rng.randrange(i)}]].\n"
-        text = (f"---\ntitle: {spec['title']}\ntype: {spec['type']}\n"
-                f"tags: [{', '.join(spec['tags'])}]\n---\n{body}")
-        (sub / f"note-{i}.md").write_text(text, encoding="utf-8")
-        size += len(text.encode())
-        if (i + 1) % 10_000 == 0:
-            log(f"corpus: {i + 1}/{n}")
-    return {"notes": n, "bytes": size, "folders": min(n, 1024)}
 
 
 def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,

@@ -4,13 +4,16 @@ built-in stdio server and, as the baseline, the MCP SDK's (``GITMEM_MCP_STDIO=sd
 
 Usage (prints one JSON document on stdout, progress on stderr)::
 
-    python bench/mcp.py [--memories 1000] [--starts 7] [--calls 20] [--profile gitmem] [--out FILE]
+    python bench/mcp.py [--scale 10000] [--keep DIR] [--starts 7] [--calls 20] [--profile gitmem]
+                        [--out FILE]
 
-A vault of ``--memories`` generated memories (bench/_common.py's Generator,
-one bulk commit, search index built before timing) is created in a temporary
-folder.  Each server is ``python -m gitmem mcp --vault V`` spoken to with raw
-newline-delimited JSON-RPC over pipes (no client library in the measurement),
-as Claude Desktop or Cursor would.
+A vault of ``--scale`` memories (default 10,000; ``--memories`` is the old name)
+is made as a user would: a Zipf-like corpus of Markdown notes imported with
+``gitmem init --from`` (search index included), in a temporary folder;
+``--keep DIR`` keeps it for later runs, which work on a copy.  Each server is
+``python -m gitmem mcp --vault V`` spoken to with raw newline-delimited JSON-RPC
+over pipes (no client library in the measurement), as Claude Desktop or Cursor
+would.
 
 * start-up: spawn -> the ``initialize`` answer line read; wall time, and the
   server's CPU time (user + system, its waited-for children included) read
@@ -21,6 +24,9 @@ as Claude Desktop or Cursor would.
   (so load changes hit both alike): ``tools/list``, then ``memory_add`` and
   ``memory_search``; the first search of a server (it opens the search index)
   is reported on its own.
+* memory: the peak RSS (``VmHWM``) of each server process, read at the
+  ``initialize`` answer of each start-up and, for the two long-running
+  servers, after all their round trips (target <= 200 MiB).
 """
 
 from __future__ import annotations
@@ -37,19 +43,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import NOUN, Generator, log, machine_info, populate_bulk, report, summary_ms  # noqa: E402
+from bench._common import (NOUN, add_scale_options, bench_vault, loadavg, log, machine_info,  # noqa: E402
+                           proc_cpu_seconds, proc_peak_rss_mib, report, summary_ms)
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                    "clientInfo": {"name": "bench", "version": "1"}}}
 MODES = {"builtin": {}, "sdk": {"GITMEM_MCP_STDIO": "sdk"}}
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of process ``pid`` so far: user + system, plus its waited-for children's."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
+TARGET_RSS_MIB = 200.0
 
 
 class Server:
@@ -93,7 +94,7 @@ class Server:
         self.send(INIT)
         reply = self.receive()
         wall = time.perf_counter() - self.started
-        cpu = cpu_seconds(self.proc.pid)
+        cpu = proc_cpu_seconds(self.proc.pid, children=True)
         assert "result" in reply, reply
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return wall, cpu
@@ -109,28 +110,26 @@ class Server:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--memories", type=int, default=1000, help="generated memories in the vault")
+    add_scale_options(parser, 10_000)
+    parser.add_argument("--memories", type=int, dest="scale", help="the old name of --scale")
     parser.add_argument("--starts", type=int, default=7, help="start-ups of each server to time")
     parser.add_argument("--calls", type=int, default=20, help="round trips of each kind to time")
     parser.add_argument("--profile", default="gitmem")
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
 
-    from gitmem import Vault
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="gitmem-bench-mcp-") as tmp:
         root = Path(tmp) / "vault"
-        vault = Vault.init(root)
-        _, populated = populate_bulk(vault, Generator(seed=7), args.memories)
-        vault.search("deploy pipeline")  # builds the search index, so no server pays for it
-        vault.close()
-        log(f"vault of {args.memories} memories ready ({populated['seconds']} s)")
-        load_before = os.getloadavg()
+        populated = bench_vault(args.scale, root, args.keep)  # search index built by the import
+        log(f"vault of {args.scale} memories ready")
+        load_before = loadavg()
 
-        startup: dict[str, dict[str, list[float]]] = {m: {"wall": [], "cpu": []} for m in MODES}
+        startup: dict[str, dict[str, list[float]]] = {m: {"wall": [], "cpu": [], "rss": []} for m in MODES}
         for i in range(args.starts):
             for mode in MODES:
                 server = Server(root, args.profile, mode)
                 wall, cpu = server.initialize()
+                startup[mode]["rss"].append(proc_peak_rss_mib(server.proc.pid))
                 status = server.close()
                 assert status == 0, (mode, status)
                 startup[mode]["wall"].append(wall)
@@ -165,6 +164,7 @@ def main() -> None:
                     "tags": ["bench"]}})
                 assert not reply["result"]["isError"], reply
                 timings[mode]["memory_add"].append(took)
+        peak_rss = {mode: proc_peak_rss_mib(server.proc.pid) for mode, server in servers.items()}
         for server in servers.values():
             server.close()
         log(f"{args.calls} tools/list, memory_add and memory_search round trips per server done")
@@ -174,9 +174,10 @@ def main() -> None:
 
     result: dict[str, Any] = {
         "benchmark": "mcp", "machine": machine_info(), "profile": args.profile,
-        "vault": {"memories": args.memories, "populate": populated},
-        "load_average_1_5_15_before": [round(x, 2) for x in load_before],
-        "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
+        "starts": args.starts, "calls": args.calls,
+        "vault": {"memories": args.scale, "populate": populated},
+        "load_average_1_5_15_before": load_before,
+        "load_average_1_5_15_after": loadavg(),
         "servers": {},
     }
     for mode in MODES:
@@ -189,12 +190,16 @@ def main() -> None:
             "first_memory_search_ms": round(t["first_memory_search"] * 1000, 1),
             "memory_search": summary_ms(t["memory_search"]),
             "memory_add": summary_ms(t["memory_add"]),
+            "peak_rss_mib_at_initialize_max": max(startup[mode]["rss"]),
+            "peak_rss_mib_after_calls": peak_rss[mode],
+            "rss_le_200mib": max(peak_rss[mode], *startup[mode]["rss"]) <= TARGET_RSS_MIB,
         }
     result["summary_p50_ms"] = {mode: {"initialize_wall": p50(startup[mode]["wall"]),
                                        "initialize_cpu": p50(startup[mode]["cpu"]),
                                        "tools_list": p50(timings[mode]["tools_list"]),
                                        "memory_add": p50(timings[mode]["memory_add"]),
-                                       "memory_search": p50(timings[mode]["memory_search"])}
+                                       "memory_search": p50(timings[mode]["memory_search"]),
+                                       "peak_rss_mib": peak_rss[mode]}
                                 for mode in MODES}
     report(result, args.out)
 

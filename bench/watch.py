@@ -2,20 +2,23 @@
 
 Usage (prints one JSON document on stdout, progress on stderr)::
 
-    python bench/watch.py [--memories 10000] [--edits 30] [--debounce 0.3] [--commit-delay 2.0]
-                          [--out FILE]
+    python bench/watch.py [--scale 10000] [--keep DIR] [--edits 30] [--files 10] [--idle 30]
+                          [--debounce 0.3] [--commit-delay 2.0] [--out FILE]
 
-A vault is created from ``sample-vault/`` in a temporary folder (plus
-``--memories`` generated ones, default 10,000, in one bulk commit) and a watcher
-runs in a child process (as ``gitmem watch`` would).  The benchmark process
-then saves memory files the way editors do (write a temp file, rename it over
-the note), one unique word per edit, and measures for each edit:
+A vault of ``--scale`` memories (default 10,000; ``--memories`` is the old name)
+is made in a temporary folder as a user would: a Zipf-like corpus of Markdown
+notes imported with ``gitmem init --from`` (search index included); ``--keep
+DIR`` keeps it for later runs, which work on a copy.  A watcher runs in a child
+process (as ``gitmem watch`` would).  The benchmark process then saves
+``--files`` of the memory files in turn the way editors do (write a temp file,
+rename it over the note), one unique word per edit, and measures for each edit:
 
 * **edit -> searchable**: until a search for the word finds the memory.  Each
   poll opens a fresh reader of the index (a new process would see the same);
 * **edit -> committed**: until ``HEAD`` holds the new content.
 
-Also reported: the watcher's peak RSS (``VmHWM``) and its CPU time, busy and idle.
+Also reported: the watcher's peak RSS (``VmHWM``, target <= 200 MiB) and its CPU
+time, busy and idle, and the load average before and after.
 
 Edits go to the files in turn, ~0.25-0.45 s apart: the vault is never quiet
 for the commit delay until the last edit, so the commit latency shows the
@@ -38,12 +41,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Generator, log, machine_info, populate_bulk, report, summary_ms  # noqa: E402
+from _common import (add_scale_options, bench_vault, loadavg, log, machine_info,  # noqa: E402
+                     proc_cpu_seconds, proc_peak_rss_mib, report, summary_ms)
 from gitmem.store.git import blob_id  # noqa: E402
 from gitmem.search.index import SearchIndex  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGET_P95_MS = 1500.0
+TARGET_RSS_MIB = 200.0
 CHILD = """\
 import sys
 from gitmem import Vault
@@ -82,20 +87,18 @@ def collect_commits(root: Path, pending: list[tuple[str, str, float]],
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     root = workdir / "vault"
-    with Vault.init(root, from_dir=ROOT / "sample-vault", author="bench") as vault:
-        files = sorted(m.path for m in vault.list(tier=["short_term", "mid_term", "long_term"]))
-        if args.memories:
-            log(f"populating {args.memories} memories (one bulk commit)")
-            populate_bulk(vault, Generator(seed=args.memories), args.memories)
-        vault.search("warm up")  # build the index before the watcher starts
-        total = len(vault.list(status=None))
+    made = bench_vault(args.scale, root, args.keep)  # search index built by the import
+    with Vault.open(root) as vault:
+        paths = sorted(m.path for m in vault.list(status=None))
+    total = len(paths)
+    files = sorted(random.Random(args.scale).sample(paths, min(args.files, total)))
     index_dir = root / ".git" / "gitmem" / "index"
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(args.debounce), str(args.commit_delay)],
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         log(f"watcher ready; {args.edits} edits over {len(files)} files of a vault of {total} memories")
-        cpu_ready = _cpu_seconds(child.pid)
+        cpu_ready = proc_cpu_seconds(child.pid)
         rng = random.Random(7)
         searchable: list[float] = []
         pending_commits: list[tuple[str, str, float]] = []
@@ -126,15 +129,15 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             time.sleep(0.02)
         commits = int(subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=root,
                                      capture_output=True, text=True, check=True).stdout) - 1
-        cpu_busy = _cpu_seconds(child.pid) - cpu_ready
+        cpu_busy = proc_cpu_seconds(child.pid) - cpu_ready
         time.sleep(args.idle)
-        cpu_idle = _cpu_seconds(child.pid) - cpu_ready - cpu_busy
-        peak_rss_mib = _peak_rss_mib(child.pid)
+        cpu_idle = proc_cpu_seconds(child.pid) - cpu_ready - cpu_busy
+        peak_rss_mib = proc_peak_rss_mib(child.pid)
     finally:
         child.terminate()
         child.wait(timeout=30)
     return {
-        "memories": total,
+        "memories": total, "vault": made,
         "edits": args.edits, "files": len(files), "debounce_s": args.debounce, "commit_delay_s": args.commit_delay,
         "edit_to_searchable": summary_ms(searchable),
         "edit_to_committed": summary_ms(committed),
@@ -143,28 +146,18 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "target_p95_ms": TARGET_P95_MS,
         "meets_target": summary_ms(searchable).get("p95_ms", 1e9) <= TARGET_P95_MS,
         "watcher_peak_rss_mib": peak_rss_mib,
+        "rss_le_200mib": peak_rss_mib <= TARGET_RSS_MIB,
         "watcher_cpu_s_during_edits": round(cpu_busy, 2),
         "watcher_cpu_s_idle": round(cpu_idle, 2), "idle_s": args.idle,
         "watcher_exit_code": child.returncode,
     }
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memories", type=int, default=10_000, help="generated memories beside the sample")
+    add_scale_options(parser, 10_000)
+    parser.add_argument("--memories", type=int, dest="scale", help="the old name of --scale")
+    parser.add_argument("--files", type=int, default=10, help="memory files edited in turn")
     parser.add_argument("--edits", type=int, default=30, help="number of timed edits")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle CPU to measure after the edits")
     parser.add_argument("--debounce", type=float, default=0.3, help="watcher debounce (seconds)")
@@ -172,10 +165,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-watch-") as tmp:
-        load_before = os.getloadavg()
+        load_before = loadavg()
         result = {"benchmark": "watch", "machine": machine_info(tmp), **run(args, Path(tmp)),
-                  "load_before": [round(x, 2) for x in load_before],
-                  "load_after": [round(x, 2) for x in os.getloadavg()]}
+                  "load_before": load_before, "load_after": loadavg()}
     report(result, args.out)
 
 

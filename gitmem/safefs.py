@@ -316,9 +316,11 @@ def _replace_checked(dfd: int, tmp: str, name: str, expect: Callable[[bytes | No
 
 
 def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False,
-                expect: Callable[[bytes | None], bool] | None = None) -> os.stat_result:
+                expect: Callable[[bytes | None], bool] | None = None, durable: bool = True) -> os.stat_result:
     """Replace the file at ``rel`` with ``data`` atomically and durably (temp file,
-    fsync, rename), creating folders as needed; returns its stat.
+    fsync, rename), creating folders as needed; returns its stat.  ``durable=False``
+    leaves out the fsync, for a caller writing many files that syncs once after all
+    of them (:func:`sync_all`).
 
     Refuses (:class:`UnsafePath`) when a folder on the way, or the file itself, is
     a symbolic link: the link is never followed, and replaced (by the new file)
@@ -336,7 +338,8 @@ def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False
             with open(tmp, "wb") as handle:
                 handle.write(data)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    os.fsync(handle.fileno())
             os.replace(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -352,7 +355,8 @@ def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    os.fsync(handle.fileno())
             if expect is None:
                 os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
             else:
@@ -366,6 +370,13 @@ def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False
         return os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
     finally:
         os.close(dfd)
+
+
+def sync_all() -> None:
+    """Make every file written so far durable, at once (after many ``durable=False``
+    writes: one sync costs far less than a sync per file)."""
+    if hasattr(os, "sync"):
+        os.sync()
 
 
 def remove(root: Path, rel: str, *, prune: bool = True) -> bool:

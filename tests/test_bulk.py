@@ -5,6 +5,7 @@ document at a time)."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from pathlib import Path
@@ -82,6 +83,87 @@ def test_init_from_folder_bulk_matches_the_ordinary_path(tmp_path: Path, monkeyp
     assert found_bulk == found_plain
     assert sum(map(len, found_bulk.values())) > 100
     assert git(tmp_path / "bulk", "status", "--porcelain") == ""
+
+
+@pytest.fixture
+def two_processes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Rebuilds of 8 documents or more split in two processes (where this machine can);
+    the list records, per rebuild round, whether a child process took half."""
+    from gitmem.search import index as index_module
+    if not hasattr(os, "fork") or index_module._cores() < 2:  # noqa: SLF001
+        pytest.skip("needs fork and two cores")
+    monkeypatch.setattr(index_module, "_other_threads", lambda: False)
+    monkeypatch.setattr(SearchIndex, "PARALLEL_DOCS", 8)
+    monkeypatch.setattr(SearchIndex, "REBUILD_SEGMENT_DOCS", 20)   # several rounds
+    used: list[bool] = []
+    original = SearchIndex._build_in_child  # noqa: SLF001
+
+    def spy(self: SearchIndex, docs: list) -> object:
+        child = original(self, docs)
+        used.append(child is not None)
+        return child
+    monkeypatch.setattr(SearchIndex, "_build_in_child", spy)
+    return used
+
+
+def _reindexed(root: Path) -> dict[str, list[tuple[str, float, str]]]:
+    vault = Vault.open(root, author="tester", clock=FakeClock())
+    try:
+        assert vault.reindex() == 50
+        return _results(vault)
+    finally:
+        vault.close()
+
+
+def test_a_rebuild_in_two_processes_matches_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        two_processes: list[bool]) -> None:
+    source = _notes(tmp_path / "notes")
+    monkeypatch.setattr(pipeline, "BULK_MEMORIES", 10)
+    Vault.init(tmp_path / "vault", from_dir=source, author="tester", clock=FakeClock()).close()
+    parallel = _reindexed(tmp_path / "vault")
+    assert two_processes and all(two_processes)
+    segments = len(list((tmp_path / "vault" / ".git" / "gitmem" / "index").glob("*.seg")))
+    assert segments == 6                                  # 3 rounds (20 + 20 + 10), 2 segments each
+    with monkeypatch.context() as m:
+        m.setattr(SearchIndex, "PARALLEL_DOCS", 10**9)
+        alone = _reindexed(tmp_path / "vault")
+    assert parallel == alone and sum(map(len, alone.values())) > 100
+
+
+def test_a_bulk_import_in_two_processes_finds_what_one_process_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      two_processes: list[bool]) -> None:
+    source = _notes(tmp_path / "notes")
+    monkeypatch.setattr(SearchIndex, "BULK_DOCS", 2)
+    _, parallel = _import(tmp_path / "parallel", source)
+    assert two_processes == [True]
+    monkeypatch.setattr(SearchIndex, "PARALLEL_DOCS", 10**9)
+    _, alone = _import(tmp_path / "alone", source)
+
+    def unordered(found: dict[str, list[tuple[str, float, str]]]) -> dict[str, set[tuple[str, float, str]]]:
+        return {query: set(hits) for query, hits in found.items()}   # (equal scores may swap places)
+    assert unordered(parallel) == unordered(alone) and sum(map(len, alone.values())) > 100
+
+
+def test_a_failed_child_leaves_the_rebuild_to_the_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         two_processes: list[bool]) -> None:
+    source = _notes(tmp_path / "notes")
+    monkeypatch.setattr(pipeline, "BULK_MEMORIES", 10)
+    Vault.init(tmp_path / "vault", from_dir=source, author="tester", clock=FakeClock()).close()
+    with monkeypatch.context() as m:
+        m.setattr(SearchIndex, "PARALLEL_DOCS", 10**9)
+        alone = _reindexed(tmp_path / "vault")
+    from whoosh.writing import SegmentWriter
+    parent, finalize = os.getpid(), SegmentWriter._finalize_segment  # noqa: SLF001
+
+    def broken_in_the_child(self: SegmentWriter) -> object:
+        if os.getpid() != parent:
+            raise OSError("disk full")
+        return finalize(self)
+    monkeypatch.setattr(SegmentWriter, "_finalize_segment", broken_in_the_child)
+    assert _reindexed(tmp_path / "vault") == alone
+    segments = len(list((tmp_path / "vault" / ".git" / "gitmem" / "index").glob("*.seg")))
+    assert segments == 6                                  # the parent wrote the children's segments
+    assert two_processes and all(two_processes)
 
 
 def _import(root: Path, source: Path) -> tuple[str, dict[str, list[tuple[str, float, str]]]]:

@@ -79,6 +79,70 @@ def test_render_then_parse_round_trips(meta: dict, body: str) -> None:
     assert parsed.meta == meta
 
 
+def _parsed_both_ways(text: str) -> tuple[object, object]:
+    """parse_text with libyaml's parser where gitmem uses it, and with the pure-Python one only."""
+    from gitmem.memory import markdown
+    fast = parse_text(text)
+    kept = markdown._CLoader  # noqa: SLF001 - the parser choice itself is under test
+    markdown._CLoader = None  # noqa: SLF001
+    try:
+        slow = parse_text(text)
+    finally:
+        markdown._CLoader = kept  # noqa: SLF001
+    return fast, slow
+
+
+@FUZZ
+@given(yamlish
+       | st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True), meta_values,
+                         max_size=5).map(lambda meta: render(meta, "body"))
+       | st.lists(st.tuples(st.sampled_from(["title", "tags", "a", "  b", "- c"]), yamlish),
+                  min_size=1, max_size=6).map(lambda pairs: "\n".join(f"{k}: {v}" for k, v in pairs)))
+def test_the_fast_frontmatter_parser_agrees_with_the_careful_one(text: str) -> None:
+    if not text.startswith("---\n"):
+        text = f"---\n{text}\n---\nbody\n"
+    text = text.encode("utf-8", "replace").decode("utf-8")  # a file's text never holds a lone surrogate
+    fast, slow = _parsed_both_ways(text)
+    assert fast == slow
+
+
+def test_the_fast_parser_is_used_and_falls_back_for_errors() -> None:
+    from gitmem.memory import markdown
+    if markdown._CLoader is None:  # noqa: SLF001
+        pytest.skip("PyYAML without libyaml")
+    for text in ("---\ntitle: a\ntags: [x, y]\nwhen: 2024-01-01\nok: no\n---\nb\n",
+                 "---\ntitle: [unclosed\n---\nb\n", "---\na: &x [1]\nb: *x\n---\n",
+                 "---\ntitle: caf\u00e9 \u65e5\u672c\n---\n"):
+        fast, slow = _parsed_both_ways(text)
+        assert fast == slow
+    assert parse_text("---\nwhen: 2024-01-01\nok: no\nt: 12:30\n---\n").meta == \
+        {"when": "2024-01-01", "ok": "no", "t": "12:30"}
+
+
+_EMITTER_BITS = ["no", "Yes", "ON", "12:30", "1.0", "1_0", "0x1", "1e3", ".5", "~", "null", "2024-01-01",
+                 "2024-01-01T10:00:00Z", "2024-01-01T10:00:00+02:00", "<<", "=", "\u00a0", "\u3000", "\u216b",
+                 "\u00b2", "\u0663", "\U0001F600", "a" * 70, "'", ",", "(", ")", "+", "/", "_", "-", " ", "  "]
+_scalars = st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.lists(
+    st.sampled_from(YAML_BITS + _EMITTER_BITS) | st.text(max_size=6), max_size=8).map("".join).map(
+    lambda t: t.encode("utf-8", "replace").decode("utf-8"))
+
+
+@FUZZ
+@given(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True) | st.sampled_from(["no", "y", "null", "1"]),
+       _scalars | st.lists(_scalars, max_size=4), st.lists(_scalars, max_size=5))
+def test_quick_field_writing_matches_the_yaml_emitter(key: str, value: object, listed: list) -> None:
+    """The fields render() writes without PyYAML's emitter come out exactly as it writes them."""
+    import yaml
+    from gitmem.memory import markdown
+
+    def emitted(value: object, flow: bool) -> str:
+        return yaml.dump({key: value}, Dumper=markdown._Dumper, sort_keys=False, allow_unicode=True,  # noqa: SLF001
+                         default_flow_style=None if flow else False, width=10_000 if flow else 100)
+    for shown, flow in ((value, False), (listed, True)):
+        quick = markdown._quick_dump(key, shown, flow=flow)  # noqa: SLF001
+        assert quick is None or quick == emitted(shown, flow)
+
+
 @pytest.fixture(scope="module")
 def vault_for_fuzz(tmp_path_factory: pytest.TempPathFactory) -> Vault:
     base = tmp_path_factory.mktemp("fuzz")

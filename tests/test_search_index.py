@@ -715,6 +715,20 @@ def test_single_commits_merge_by_size_tier_and_idle_merge_compacts(ix: SearchInd
     assert ix.search("kestrel").total == 22 and ix.search("word29").total == 1
 
 
+def test_the_idle_merge_leaves_large_segments_alone(ix: SearchIndex) -> None:
+    """The idle merge runs while writers may wait for the vault lock: it never takes a
+    size tier holding more than IDLE_MERGE_DOCS documents (a bulk import's segments)."""
+    ix.MERGE_FACTOR, ix.IDLE_MERGE_DOCS = 3, 6    # tiers: 1-2 documents, 3-8, ...
+    for batch in range(2):                        # two segments of 4 documents: 8 together
+        ix.upsert([doc(f"b{batch}-{i}.md", f"bulk word{i} heron") for i in range(4)])
+    for i in range(2):                            # two single-document segments
+        ix.upsert([doc(f"s{i}.md", "single heron")])
+    assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [1, 1, 4, 4]
+    ix.merge_small()
+    assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [2, 4, 4]
+    assert ix.search("heron").total == 10
+
+
 def test_author_named_in_a_question_lifts_the_authors_own_memories(tmp_path: Path) -> None:
     """``agent_boost``: "what did Ann say about X" prefers what Ann wrote about X to a
     memory about X that only says Ann's name; a name alone matches nothing extra."""

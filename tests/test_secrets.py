@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from gitmem import Vault
@@ -136,3 +139,19 @@ def test_cli_refusal_is_one_line_with_a_hint(vault: Vault) -> None:
     assert "error: refusing to write a memory that looks like it contains a secret (openai_key in body)" \
         in out.output
     assert "hint:" in out.output and "Traceback" not in out.output
+
+
+_PIECES = [*SECRETS.values(), *ASSIGNMENTS, *PROSE, "PASSWORD", "Token", "\u0131", "\u017f", "\u0130", "K",
+           "=", ": ", "://", "user:", "@host", " ", "\n", "'", '"', "paſſword=", "TOKEN = ", "x9#Lm2!qR7$v"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=12), max_size=12).map("".join))
+def test_the_quick_tests_never_hide_a_finding(text: str) -> None:
+    """scan_text skips the full scan only for texts where it would find nothing."""
+    from gitmem.memory import secrets
+    quick = scan_text(text)
+    with pytest.MonkeyPatch.context() as patch:  # hints that match everything: always the full scan
+        patch.setattr(secrets, "_SHAPE_HINT", re.compile(""))
+        full = scan_text(text)
+    assert quick == full

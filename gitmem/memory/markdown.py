@@ -14,6 +14,7 @@ original YAML text, comments included) whenever that can be done safely.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -57,6 +58,21 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|
                               ["~", "n", "N", ""])
 
 
+# libyaml's parser (about 8x faster: it matters when thousands of notes are read at
+# once) with the same scalar rules.  It is used only for frontmatter without anchors,
+# aliases or tags and without tabs, control or line-separator characters, where it and
+# the pure-Python parser agree; everything else, and every error message, comes from
+# :class:`_Loader`, whose alias budget stops alias bombs; so does anything that is not a
+# mapping.
+_CLoader: type | None = None
+if getattr(yaml, "__with_libyaml__", False):
+    class _CLoader(yaml.CSafeLoader):  # type: ignore[no-redef]
+        """CSafeLoader with :class:`_Loader`'s scalar rules."""
+
+    _CLoader.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+_NOT_FOR_C = re.compile("[&*!\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff]")
+
+
 class _Dumper(yaml.SafeDumper):
     """SafeDumper that never emits aliases and quotes YAML-1.1-ambiguous strings."""
 
@@ -93,6 +109,13 @@ class GitmemYAMLHandler(frontmatter.YAMLHandler):
     def load(self, fm: str, **kwargs: object) -> Any:
         if len(fm.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
             raise InvalidFrontmatter(f"frontmatter is larger than {MAX_FRONTMATTER_BYTES // 1024} KiB")
+        if _CLoader is not None and not _NOT_FOR_C.search(fm):
+            try:
+                meta = yaml.load(fm, Loader=_CLoader)  # noqa: S506 - a CSafeLoader
+            except (yaml.YAMLError, RecursionError, ValueError):
+                meta = None  # the pure-Python parser below says what is wrong, as it always has
+            if isinstance(meta, dict):  # (the parsers differ on some broken non-mappings)
+                return meta
         try:
             return yaml.load(fm, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
         except InvalidFrontmatter:
@@ -192,8 +215,64 @@ def parse_text(text: str, *, strict: bool = False) -> ParsedFile:
 
 
 def _dump(key: str, value: Any) -> str:
+    quick = _quick_dump(key, value, flow=False)
+    if quick is not None:
+        return quick
     return yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                      default_flow_style=False, width=100)
+
+
+def _dump_list(key: str, value: list[Any]) -> str:
+    quick = _quick_dump(key, value, flow=True)
+    if quick is not None:
+        return quick
+    return yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=None, width=10_000)
+
+
+# What PyYAML's emitter writes for the commonest fields, without running it (it costs
+# about 0.15 ms a field; an import writes tens of thousands).  Only shapes whose output
+# is certain are written here: a name-like key, and null, a bool, an int, a string of
+# letters, digits and a few harmless signs (or an ISO timestamp), or a list of those.
+# Anything else goes to PyYAML.  tests/test_fuzz.py compares the two.
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SIGNS = frozenset(" _./()+-'")
+_RESOLVE = _Dumper(io.StringIO()).resolve  # how the emitter decides whether a string needs quotes
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+
+
+def _quick_scalar(value: Any, room: int, flow: bool) -> str | None:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if type(value) is int:
+        return str(value)
+    if type(value) is not str or not 0 < len(value) <= room:
+        return None
+    if _TIMESTAMP.fullmatch(value):
+        return f"'{value}'"
+    if not (value[0].isalnum() and (value[-1].isalnum() or value[-1] in ".)")) or "  " in value \
+            or not all(c.isalnum() or c in _SIGNS for c in value) \
+            or not all(ord(c) < 0x10000 and (ord(c) < 0x80 or c.isalnum()) for c in value):
+        return None
+    if _RESOLVE(yaml.ScalarNode, value, (True, False)) == "tag:yaml.org,2002:str":
+        return value
+    return None if "'" in value else f"'{value}'"
+
+
+def _quick_dump(key: str, value: Any, *, flow: bool) -> str | None:
+    if not _KEY.fullmatch(key) or len(key) > 40 or _quick_scalar(key, 40, False) != key:
+        return None
+    if isinstance(value, list):
+        if not value:
+            return f"{key}: []\n"
+        items = [_quick_scalar(v, 60, flow) for v in value]
+        if None in items or flow and any("," in i for i in items):
+            return None
+        return f"{key}: [{', '.join(items)}]\n" if flow else f"{key}:\n" + "".join(f"- {i}\n" for i in items)  # type: ignore[arg-type]
+    scalar = _quick_scalar(value, 60, flow)
+    return None if scalar is None else f"{key}: {scalar}\n"
 
 
 def render(meta: Mapping[str, Any], body: str, raw_blocks: Mapping[str, str] | None = None) -> str:
@@ -214,8 +293,7 @@ def render(meta: Mapping[str, Any], body: str, raw_blocks: Mapping[str, str] | N
         if key not in FIELD_ORDER and raw is not None and _same_value(raw, key, value):
             lines.append(raw if raw.endswith("\n") else raw + "\n")
         elif key in ("tags", "aliases", "entities"):
-            lines.append(yaml.dump({key: list(value)}, Dumper=_Dumper, sort_keys=False,
-                                   allow_unicode=True, default_flow_style=None, width=10_000))
+            lines.append(_dump_list(key, list(value)))
         else:
             lines.append(_dump(key, value))
     head = "".join(lines)

@@ -32,7 +32,7 @@ from bisect import bisect_left
 from collections import Counter
 from typing import Mapping
 
-__all__ = ["words", "normalize", "content_key", "sketch", "bands", "similarity", "differences",
+__all__ = ["words", "normalize", "content_key", "sketch", "bands", "fingerprints", "similarity", "differences",
            "SKETCH_SIZE", "FACT_CHANGE_CAP", "RENAME_SIMILARITY", "rename_pairs"]
 
 SKETCH_SIZE = 16
@@ -81,11 +81,25 @@ _MASKS = [zlib.crc32(f"gitmem-minhash-{i}".encode()) for i in range(_BANDS * _RO
 
 def bands(text: str) -> list[int]:
     """The MinHash band keys of ``text`` (empty for a text without content words)."""
-    hashes = {_hash(w) for w in words(text) if w not in _STOP}
+    return _bands_of({_hash(w) for w in words(text) if w not in _STOP})
+
+
+def _bands_of(hashes: set[int]) -> list[int]:
     if not hashes:
         return []
-    mins = [min(h ^ mask for h in hashes) for mask in _MASKS]
+    mins = [min(map(mask.__xor__, hashes)) for mask in _MASKS]
     return [zlib.crc32(repr((b, mins[b * _ROWS:(b + 1) * _ROWS])).encode()) for b in range(_BANDS)]
+
+
+def fingerprints(title: str, body: str) -> tuple[list[int], list[int]]:
+    """``sketch(title + "\\n" + body)`` and ``bands(body or title)`` (distinct keys, in
+    order) at once, each word read and hashed once: what the catalog keeps per memory."""
+    body_words = set(words(body)) - _STOP
+    title_words = set(words(title)) - _STOP
+    hashed = dict(zip(body_words | title_words, map(_hash, body_words | title_words)))
+    top = sorted(hashed.values())[:SKETCH_SIZE]
+    banded = {hashed[w] for w in (body_words if body else title_words)}
+    return top, list(dict.fromkeys(_bands_of(banded)))
 
 
 # Words that turn a statement into its opposite.  "t" is what is left of "n't"

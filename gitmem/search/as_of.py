@@ -400,8 +400,8 @@ class AsOfSearch:
             for p, memory in memories.items():
                 tree.blobs[p] = files[p].decode()
             by_id = {m.id: p for p, m in memories.items()}
-            index.rebuild(self.doc(m, tree.blobs[p], self._context(tree, m, by_id))
-                          for p, m in memories.items())
+            index.rebuild((self.doc(m, tree.blobs[p], self._context(tree, m, by_id))
+                           for p, m in memories.items()), total=len(memories))
         folder.touch()
         kept = sorted(trees.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in kept[_TREE_INDEXES:]:

@@ -34,6 +34,7 @@ import importlib.metadata
 import importlib.util
 import mmap
 import os
+import pickle
 import re
 import sys
 import threading
@@ -42,6 +43,7 @@ import warnings
 from contextlib import contextmanager
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from pathlib import Path
@@ -55,12 +57,13 @@ from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3LeafMatcher, W3Postin
 from whoosh.columns import NumericColumn, VarBytesColumn
 from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.filedb.structfile import StructFile
+from whoosh.system import pack_uint
 from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
 from whoosh.matching import ListMatcher
 from whoosh.reading import SegmentReader
-from whoosh.writing import CLEAR, NO_MERGE, OPTIMIZE
+from whoosh.writing import CLEAR, OPTIMIZE, SegmentWriter
 
 from ..errors import InvalidQuery, StorageError
 from . import query as sq
@@ -445,8 +448,13 @@ class _FieldWriter(W3FieldWriter):
                 field = fieldname
                 of_field = lengths.of_field(fieldname) if lengths and schema[fieldname].scorable else {}
             self.start_term(btext)
-            self._postwriter.add_many(ids, weights, values,
-                                      [of_field.get(d, 0) for d in ids] if of_field else [0] * len(ids))
+            if of_field:
+                lengths_of = list(map(of_field.get, ids))  # (every posting's document has a length)
+                if None in lengths_of:
+                    lengths_of = [n or 0 for n in lengths_of]
+            else:
+                lengths_of = [0] * len(ids)
+            self._postwriter.add_many(ids, weights, values, lengths_of)
             self.finish_term()
         if field is not None:
             self.finish_field()
@@ -498,14 +506,18 @@ class _MemoryPool:
 
     def __init__(self) -> None:
         self.fieldnames: set[str] = set()
-        self._terms: dict[tuple[str, bytes], list[tuple[int, float, Any]]] = {}
+        # field name -> term -> postings (a dict per field: no tuple key made per posting)
+        self._terms: dict[str, dict[bytes, list[tuple[int, float, Any]]]] = {}
 
     def add(self, item: tuple[str, bytes, int, float, Any]) -> None:
         fieldname, tbytes, docnum, weight, vbytes = item
-        postings = self._terms.get((fieldname, tbytes))
-        if postings is None:
+        of_field = self._terms.get(fieldname)
+        if of_field is None:
             self.fieldnames.add(fieldname)
-            postings = self._terms[(fieldname, tbytes)] = []
+            of_field = self._terms[fieldname] = {}
+        postings = of_field.get(tbytes)
+        if postings is None:
+            postings = of_field[tbytes] = []
         postings.append((docnum, weight, vbytes))
 
     @staticmethod
@@ -528,15 +540,20 @@ class _MemoryPool:
                 field = schema[name]
                 length = 0
                 if field.indexed:
-                    scorable = field.scorable
-                    for tbytes, freq, weight, vbytes in field.index(value):
-                        if scorable:
-                            length += freq
-                        postings = terms.get((name, tbytes))
+                    of_field = terms.get(name)
+                    if of_field is None:
+                        of_field = terms[name] = {}
+                        self.fieldnames.add(name)
+                    get = of_field.get
+                    for tbytes, freq, weight, vbytes in _term_values(field, value):
+                        length += freq
+                        postings = get(tbytes)
                         if postings is None:
-                            postings = terms[(name, tbytes)] = []
-                            self.fieldnames.add(name)
-                        postings.append((docnum, weight, vbytes))
+                            of_field[tbytes] = [(docnum, weight, vbytes)]
+                        else:
+                            postings.append((docnum, weight, vbytes))
+                    if not field.scorable:
+                        length = 0
                 perdoc.add_field(name, field, value if field.stored else None, length)
                 column = field.column_type
                 if column:
@@ -558,6 +575,19 @@ class _MemoryPool:
 
 
 
+def _other_threads() -> bool:
+    """Whether threads other than this one run in the process."""
+    return threading.active_count() > 1
+
+
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 @contextmanager
 def _collector_paused(pause: bool = True) -> Iterator[None]:
     """Millions of postings are held at once in a large write: the cyclic garbage
@@ -572,19 +602,36 @@ def _collector_paused(pause: bool = True) -> Iterator[None]:
             gc.enable()
 
 
+def _term_values(field: Any, value: Any) -> Iterable[tuple[bytes, int, float, bytes]]:
+    """``field.index(value)``; for a list of words in a plain frequency field (``words``,
+    ``when``) the same tuples computed at once instead of through a token object per word."""
+    if isinstance(value, list) and type(field.format) is formats.Frequency:
+        boost = field.format.field_boost
+        return [(word.encode("utf-8"), freq, *_frequency_value(freq, boost)) for word, freq in Counter(value).items()]
+    return field.index(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _frequency_value(freq: int, boost: float) -> tuple[float, bytes]:
+    # One shared (weight, value) per frequency: a rebuild holds millions of postings in
+    # memory, nearly all with frequency 1 (see _MemoryPool).
+    return float(freq) * boost, pack_uint(freq)
+
+
 class _TermPostings:
     """A :class:`_MemoryPool`'s postings: term by term for gitmem's field writer, or one
     ``(fieldname, term, docnum, weight, value)`` at a time as Whoosh iterates them."""
 
-    def __init__(self, terms: dict[tuple[str, bytes], list[tuple[int, float, Any]]]) -> None:
+    def __init__(self, terms: dict[str, dict[bytes, list[tuple[int, float, Any]]]]) -> None:
         self._terms = terms
 
     def terms(self) -> Iterator[tuple[str, bytes, list[int], list[float], list[Any]]]:
-        terms = self._terms
-        for key in sorted(terms):
-            postings = terms.pop(key)   # in document order: documents arrive in order
-            docnums, weights, values = zip(*postings)
-            yield key[0], key[1], list(docnums), list(weights), list(values)
+        for fieldname in sorted(self._terms):
+            of_field = self._terms.pop(fieldname)
+            for tbytes in sorted(of_field):
+                postings = of_field.pop(tbytes)   # in document order: documents arrive in order
+                docnums, weights, values = zip(*postings)
+                yield fieldname, tbytes, list(docnums), list(weights), list(values)
 
     def __iter__(self) -> Iterator[tuple[str, bytes, int, float, Any]]:
         for fieldname, tbytes, docnums, weights, values in self.terms():
@@ -750,10 +797,16 @@ class _WeightedText(TEXT):
         weights: dict[str, float] = {}
         for pos, item in enumerate(value):
             if item is not None:
-                poses.setdefault(item[0], []).append(pos)
-                weights[item[0]] = weights.get(item[0], 0.0) + item[1]
-        for term, plist in poses.items():
-            yield term.encode("utf-8"), len(plist), weights[term], self.format.encode(plist)
+                term, weight = item
+                plist = poses.get(term)
+                if plist is None:
+                    poses[term] = [pos]
+                    weights[term] = weight
+                else:
+                    plist.append(pos)
+                    weights[term] += weight
+        encode = self.format.encode
+        return [(term.encode("utf-8"), len(plist), weights[term], encode(plist)) for term, plist in poses.items()]
 
 
 def _schema(cfg: SearchConfig, an: _Analysis, versions: bool = False) -> Schema:
@@ -778,12 +831,14 @@ def _schema(cfg: SearchConfig, an: _Analysis, versions: bool = False) -> Schema:
     return Schema(**fields)
 
 
-def _merge_group(sizes: list[int], tier_factor: int, min_group: int) -> set[int]:
+def _merge_group(sizes: list[int], tier_factor: int, min_group: int, max_docs: int | None = None) -> set[int]:
     """Which segments (indexes into ``sizes``, their document counts) a commit merges.
 
     Segments fall in size tiers (1 to ``tier_factor - 1`` documents, then up to
     ``tier_factor**2 - 1``, ...); the smallest tier holding ``min_group`` segments (and at
-    least two) is merged, so each document is copied about once per tier."""
+    least two) is merged, so each document is copied about once per tier.  With
+    ``max_docs``, a tier whose segments hold more documents than that together is left
+    alone."""
     tiers: dict[int, list[int]] = {}
     for i, n in enumerate(sizes):
         tier = 0
@@ -791,6 +846,8 @@ def _merge_group(sizes: list[int], tier_factor: int, min_group: int) -> set[int]
             n, tier = n // tier_factor, tier + 1
         tiers.setdefault(tier, []).append(i)
     for tier in sorted(tiers):
+        if max_docs is not None and sum(sizes[i] for i in tiers[tier]) > max_docs:
+            break
         if len(tiers[tier]) >= min_group and len(tiers[tier]) > 1:
             return set(tiers[tier])
     return set()
@@ -804,6 +861,11 @@ class SearchIndex:
     VERSIONS = False          # True: documents are versions of memories (VersionIndex)
     REBUILD_SEGMENT_DOCS = 25_000  # documents per segment a rebuild writes (bounds its memory)
     BULK_DOCS = 500           # an upsert of this many documents holds its postings in memory
+    PARALLEL_DOCS = 2_000     # a rebuild of this many documents uses a second process
+    # The idle merge (merge_small) runs under the vault lock: it takes only segments this
+    # small together (a few tens of milliseconds of work); larger tiers merge as commits
+    # fill them (MERGE_FACTOR), never while a writer waits on an idle timer.
+    IDLE_MERGE_DOCS = 400
     IN_MEMORY_POSTINGS = True  # False: rebuilds and large upserts use Whoosh's own posting pool
 
     def __init__(self, directory: str | Path, *, config: SearchConfig | None = None) -> None:
@@ -943,23 +1005,29 @@ class SearchIndex:
         (a file just created) and skip the replace step, which has to open every
         segment's term index (~5-10 ms at 10k documents)."""
         latest = {d.path: d for d in docs}
+        elsewhere: list[Any] = []   # a segment a child process wrote
 
         def work(w: Any) -> None:
             if len(latest) >= self.BULK_DOCS and self._in_memory(w):
-                # A large batch (an import): postings in memory, as a rebuild does.
-                w.pool.cleanup()
-                pool = w.pool = _MemoryPool()
-                for d in latest.values():
+                # A large batch (an import): postings in memory, as a rebuild does, and
+                # for a very large one half of them in a child process (see rebuild).
+                batch = list(latest.values())
+                for d in batch:
                     if d.path not in new:
                         w.delete_by_term("path", d.path)   # (what update_document does first)
-                    pool.add_document(w, index_fields(d, self._an, self.cfg))
+                half = len(batch) // 2 if len(batch) >= self.PARALLEL_DOCS else 0
+                child = self._build_in_child(batch[:half]) if half else None
+                self._add_to_pool(w, batch[half:] if child is not None else batch)
+                if child is not None:
+                    elsewhere.append(child() or self._write_segment(batch[:half]))
                 return
             for d in latest.values():
                 (w.add_document if d.path in new else w.update_document)(**index_fields(d, self._an, self.cfg))
 
         if latest:
+            policy = self._merge_policy(self.MERGE_FACTOR)
             with _collector_paused(len(latest) >= self.BULK_DOCS):
-                self._commit(work, mergetype=self._merge_policy(self.MERGE_FACTOR))
+                self._commit(work, mergetype=lambda w, segments: [*policy(w, segments), *elsewhere])
 
     def delete(self, paths: Sequence[str]) -> None:
         """Remove documents by path (unknown paths are ignored)."""
@@ -967,7 +1035,7 @@ class SearchIndex:
             self._commit(lambda w: [w.delete_by_term("path", p) for p in set(paths)],
                          mergetype=self._merge_policy(self.MERGE_FACTOR))
 
-    def _merge_policy(self, factor: int) -> Callable[[Any, list], list]:
+    def _merge_policy(self, factor: int, max_docs: int | None = None) -> Callable[[Any, list], list]:
         """A Whoosh merge policy: segments are grouped in size tiers (1-19 documents,
         20-399, 400-7,999, ... for MERGE_FACTOR 20); the smallest tier holding ``factor``
         segments is merged into the segment being written.  Each document is thus copied
@@ -975,7 +1043,7 @@ class SearchIndex:
         and only one commit in 20 merges (each extra segment costs a query ~20 µs).
         (Whoosh's MERGE_SMALL re-copied the growing segment every 5th commit.)"""
         def policy(writer: Any, segments: list) -> list:
-            group = _merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor)
+            group = _merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor, max_docs)
             for i in group:
                 reader = SegmentReader(writer.storage, writer.schema, segments[i])
                 writer.add_reader(reader)
@@ -984,56 +1052,148 @@ class SearchIndex:
         return policy
 
     def merge_small(self) -> None:
-        """Merge small segments left by recent commits, as long as some size tier holds
-        two or more (call when idle: a burst of commits leaves up to ``MERGE_FACTOR - 1``
-        segments per tier, and each segment costs every query a little)."""
+        """Merge small segments left by recent commits, as long as some size tier of at
+        most :attr:`IDLE_MERGE_DOCS` documents holds two or more (call when idle: a burst
+        of commits leaves up to ``MERGE_FACTOR - 1`` segments per tier, and each segment
+        costs every query a little)."""
         while self._segment_count() > 1:
             before = self._segment_count()
-            self._commit(lambda w: None, mergetype=self._merge_policy(2))
+            self._commit(lambda w: None, mergetype=self._merge_policy(2, self.IDLE_MERGE_DOCS))
             if self._segment_count() >= before:
                 break
 
     def rebuild(self, docs: Iterable[IndexDoc],
-                progress: Callable[[int], None] | None = None) -> int:
+                progress: Callable[[int], None] | None = None, *, total: int | None = None) -> int:
         """Replace the whole index with ``docs`` and return how many were indexed (a
         repeated path keeps its first copy).  Up to :attr:`REBUILD_SEGMENT_DOCS` documents
         this is one commit and readers see the old index until it; a larger rebuild
         commits one segment of that many documents at a time.  ``progress(n)`` is called
-        every 500 documents and at the end."""
+        every 500 documents and at the end.
+
+        ``total`` (about how many ``docs`` there are) lets a large rebuild use a second
+        process: the first half of each round is handed to a child process, which writes
+        it as a segment of its own while this one reads and indexes the second half."""
         count, seen = 0, set()
         pending = iter(docs)
         more = True
+        elsewhere: list[Any] = []   # segments of this round built by a child process
 
-        def work(w: Any) -> None:
-            nonlocal count, more
-            if self._in_memory(w):   # postings in memory (see _MemoryPool), a segment at a time
-                w.pool.cleanup()
-                w.pool = _MemoryPool()
-            pool = w.pool
-            add = functools.partial(pool.add_document, w) if self._in_memory(w) else (lambda f: w.add_document(**f))
-            start = count
+        def take(n: int) -> list[IndexDoc]:
+            nonlocal more
+            out: list[IndexDoc] = []
+            if n <= 0:
+                return out
             for d in pending:
                 if d.path not in seen:
                     seen.add(d.path)
-                    add(index_fields(d, self._an, self.cfg))
+                    out.append(d)
+                    if len(out) >= n:
+                        return out
+            more = False
+            return out
+
+        def work(w: Any) -> None:
+            nonlocal count
+            elsewhere.clear()
+            if not self._in_memory(w):
+                for d in take(self.REBUILD_SEGMENT_DOCS):
+                    w.add_document(**index_fields(d, self._an, self.cfg))
                     count += 1
                     if progress and count % 500 == 0:
                         progress(count)
-                    if count - start >= self.REBUILD_SEGMENT_DOCS:
-                        return
-            more = False
+                return
+            size = self.REBUILD_SEGMENT_DOCS
+            left = size if total is None else min(size, total - count)
+            child, first = None, []
+            if left >= self.PARALLEL_DOCS:
+                first = take(left // 2)
+                child = self._build_in_child(first)
+                if child is None:
+                    mine = first + take(size - len(first))   # no second process: all of it here
+                else:
+                    mine = take(size - len(first))
+            else:
+                mine = take(size)
+            # The child's segment is listed before this one's, so documents keep their order.
+            base, pace = count, 2 if child is not None else 1
+            self._add_to_pool(w, mine, (lambda n: progress(base + n * pace)) if progress else None)
+            if child is not None:
+                # (the child failed: this process writes the segment it would have written)
+                elsewhere.append(child() or self._write_segment(first))
+            count += len(first) * (child is not None) + len(mine)
 
         # The first segment replaces the index; a large vault's further segments are
         # added to it (each holds at most REBUILD_SEGMENT_DOCS documents, which bounds
         # the memory a rebuild takes).
         with _collector_paused():
-            self._commit(work, limitmb=256, small=False, mergetype=CLEAR)
+            self._commit(work, limitmb=256, small=False, mergetype=lambda w, segments: [*elsewhere])
             while more:
-                self._commit(work, limitmb=256, small=False, mergetype=NO_MERGE)
+                self._commit(work, limitmb=256, small=False,
+                             mergetype=lambda w, segments: [*segments, *elsewhere])
         self.needs_rebuild = False
         if progress:
             progress(count)
         return count
+
+    def _add_to_pool(self, w: Any, docs: Sequence[IndexDoc],
+                     every_500: Callable[[int], None] | None = None) -> None:
+        """Index ``docs`` into a new in-memory pool of writer ``w`` (see :class:`_MemoryPool`);
+        ``every_500(n)`` is called after each 500th."""
+        w.pool.cleanup()
+        w.pool = _MemoryPool()
+        add = functools.partial(w.pool.add_document, w)
+        for n, d in enumerate(docs, 1):
+            add(index_fields(d, self._an, self.cfg))
+            if every_500 is not None and n % 500 == 0:
+                every_500(n)
+
+    def _write_segment(self, docs: Sequence[IndexDoc]) -> Any:
+        """Write ``docs`` as a new segment of this index, not listed in it yet (the caller
+        holds the write lock and lists it in its commit)."""
+        storage = self._ix.storage
+        storage.small_writes = True   # scratch space in memory, apart from the main writer's folder
+        try:
+            w = SegmentWriter(self._ix, _lk=False, codec=_CODEC, limitmb=256)
+        finally:
+            storage.small_writes = False
+        self._add_to_pool(w, docs)
+        return w._finalize_segment()
+
+    def _build_in_child(self, docs: Sequence[IndexDoc]) -> Callable[[], Any] | None:
+        """Start a child process writing ``docs`` as a new segment of this index (not yet
+        listed in it); returns a function that waits for it and gives the segment, or None
+        if the child failed.  None at once where a child cannot be had safely: one core, no
+        ``fork``, or other threads in this process (a forked child gets only this thread,
+        and a lock another thread held would stay locked in it)."""
+        if not hasattr(os, "fork") or _cores() < 2 or _other_threads():
+            return None
+        read_end, write_end = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return None
+        if pid == 0:  # the child: never returns into the caller's code
+            status = 1
+            try:
+                os.close(read_end)
+                segment = self._write_segment(docs)
+                with os.fdopen(write_end, "wb") as out:
+                    out.write(pickle.dumps(segment))
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_end)
+
+        def finish() -> Any:
+            with os.fdopen(read_end, "rb") as result:
+                payload = result.read()
+            _, status = os.waitpid(pid, 0)
+            if status != 0 or not payload:
+                return None
+            return pickle.loads(payload)  # noqa: S301 - written by this process's own child
+        return finish
 
     def optimize(self) -> None:
         """Merge all segments into one.  Slow (about 1 s per 1,000 documents): call it only

@@ -153,7 +153,7 @@ class SearchService:
                 taken[d.path] = d.hash
                 yield d
 
-        count = index.rebuild(docs(), progress)
+        count = index.rebuild(docs(), progress, total=self.store.catalog.count())
         self._in_step(index, taken, everything=True)
         self._note_head(index)
         return count
@@ -165,7 +165,7 @@ class SearchService:
         from .index import SearchIndex
         index = SearchIndex(self.store.state_dir / "index")
         # In path order, as a rebuild from the files adds them (ties rank the same).
-        index.rebuild(self.doc(*written[path]) for path in sorted(written))
+        index.rebuild((self.doc(*written[path]) for path in sorted(written)), total=len(written))
         self.open_index = index
         self._in_step(index, {path: blob for path, (_, blob) in written.items()}, everything=True)
         self._note_head(index)

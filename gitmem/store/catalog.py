@@ -20,6 +20,7 @@ nothing is lost):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -32,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ..memory.markdown import inline_tags, link_key, memory_links
 from ..memory.schema import path_id, safe_text, safe_value
-from ..memory.similarity import bands, content_key, sketch
+from ..memory.similarity import content_key, fingerprints
 
 __all__ = ["Catalog", "FileRow", "Touch"]
 
@@ -193,8 +194,8 @@ def _meta_json(meta: dict[str, Any]) -> str:
     return text
 
 
-# Rows whose sketch and bands are kept for their second put (see Catalog.put).
-_DERIVED_KEPT = 120_000
+# Files recorded per batch of statements by Catalog.put_many.
+_PUT_CHUNK = 2_000
 
 
 class Catalog:
@@ -203,7 +204,6 @@ class Catalog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._derived: dict[tuple[str, str], tuple[list[int], list[Any]]] = {}
         try:
             self.db = self._connect()
         except sqlite3.DatabaseError:
@@ -252,49 +252,57 @@ class Catalog:
         """Record (or replace) one file's row, its listing columns and its sketch.
 
         ``st`` None records a file not written yet (mtime 0: never taken as fresh)."""
-        # Readers sanitise metadata (schema.derive); this is the last line of defence, as
-        # SQLite can store neither a lone surrogate nor an integer over 64 bits.
-        title = safe_text(str(meta.get("title", "")))
-        importance = meta.get("importance", 3)
-        if isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 5:
-            importance = 3
-        ext = meta.get("external_write_id")
-        self.db.execute(
-            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, safe_text(memory_id), stem_key(path), title.casefold(), st.st_mtime_ns if st else 0,
-             st.st_size if st else -1, _meta_json(meta), safe_text(problem) if problem else problem,
-             blob_hash, _text(meta.get("tier", "")), _text(meta.get("type", "memory")),
-             _text(meta.get("status", "active")), importance,
-             _text(meta.get("updated") or meta.get("created") or ""), title, safe_text(gist(meta, body)),
-             content_key(body or title, meta.get("type"), meta.get("scope")),
-             _text(ext) if ext not in (None, "") else None))
-        # A commit puts each row twice (MEMORY.md is rendered from a what-if catalog
-        # first): the sketch and bands, the costly part, are computed once.
-        key = (path, blob_hash)
-        derived = self._derived.pop(key, None)
-        if derived is None:
-            derived = (list(sketch(f"{title}\n{body}")), list(dict.fromkeys(bands(body or title))))
-            if len(self._derived) >= _DERIVED_KEPT:
-                self._derived.clear()
-            self._derived[key] = derived
-        self.db.execute("DELETE FROM sketch WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO sketch VALUES (?, ?)", [(path, h) for h in derived[0]])
-        self.db.execute("DELETE FROM bands WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO bands VALUES (?, ?)", [(path, k) for k in derived[1]])
-        self.db.execute("DELETE FROM links WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO links VALUES (?, ?, ?)",
-                            [(path, link_key(safe_text(t)), safe_text(r))
-                             for t, r in memory_links(meta, body)])
-        self.db.execute("DELETE FROM tags WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO tags VALUES (?, ?)",
-                            [(path, k) for k in dict.fromkeys(tag_key(safe_text(t))
-                                                              for t in all_tags(meta, body)) if k])
-        aliases = meta.get("aliases")
-        self.db.execute("DELETE FROM aliases WHERE path=?", (path,))
-        self.db.executemany("INSERT INTO aliases VALUES (?, ?)",
-                            [(path, k) for k in dict.fromkeys(
-                                safe_text(str(a)).strip().casefold()
-                                for a in (aliases if isinstance(aliases, list) else [])) if k])
+        self.put_many([(path, memory_id, st, meta, problem, body, blob_hash)])
+
+    def put_many(self, rows: Iterable[tuple[str, str, os.stat_result | None, dict[str, Any], str | None, str, str]],
+                 *, listing_only: bool = False) -> None:
+        """:meth:`put` for many files (``(path, memory_id, st, meta, problem, body,
+        blob_hash)`` each), a few statements for all of them.  ``listing_only`` records
+        only what listings and ``MEMORY.md`` read (no sketch, bands, links, tags,
+        aliases): for a what-if preview."""
+        rows = iter(rows)
+        while chunk := list(itertools.islice(rows, _PUT_CHUNK)):  # (bounds the memory an import takes)
+            self._put_chunk(chunk, listing_only)
+
+    def _put_chunk(self, rows: list[tuple[str, str, os.stat_result | None, dict[str, Any], str | None, str, str]],
+                   listing_only: bool) -> None:
+        files, paths, sketches, banded, links, tags, aliases = [], [], [], [], [], [], []
+        for path, memory_id, st, meta, problem, body, blob_hash in rows:
+            # Readers sanitise metadata (schema.derive); this is the last line of defence, as
+            # SQLite can store neither a lone surrogate nor an integer over 64 bits.
+            title = safe_text(str(meta.get("title", "")))
+            importance = meta.get("importance", 3)
+            if isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 5:
+                importance = 3
+            ext = meta.get("external_write_id")
+            files.append(
+                (path, safe_text(memory_id), stem_key(path), title.casefold(), st.st_mtime_ns if st else 0,
+                 st.st_size if st else -1, _meta_json(meta), safe_text(problem) if problem else problem,
+                 blob_hash, _text(meta.get("tier", "")), _text(meta.get("type", "memory")),
+                 _text(meta.get("status", "active")), importance,
+                 _text(meta.get("updated") or meta.get("created") or ""), title, safe_text(gist(meta, body)),
+                 content_key(body or title, meta.get("type"), meta.get("scope")),
+                 _text(ext) if ext not in (None, "") else None))
+            if listing_only:
+                continue
+            paths.append((path,))
+            top, keys = fingerprints(title, body)
+            sketches += [(path, h) for h in top]
+            banded += [(path, k) for k in keys]
+            links += [(path, link_key(safe_text(t)), safe_text(r)) for t, r in memory_links(meta, body)]
+            tags += [(path, k) for k in dict.fromkeys(tag_key(safe_text(t)) for t in all_tags(meta, body)) if k]
+            named = meta.get("aliases")
+            aliases += [(path, k) for k in dict.fromkeys(safe_text(str(a)).strip().casefold()
+                                                         for a in (named if isinstance(named, list) else [])) if k]
+        self.db.executemany(
+            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", files)
+        if listing_only:
+            return
+        for table, values, marks in (("sketch", sketches, "?, ?"), ("bands", banded, "?, ?"),
+                                     ("links", links, "?, ?, ?"), ("tags", tags, "?, ?"),
+                                     ("aliases", aliases, "?, ?")):
+            self.db.executemany(f"DELETE FROM {table} WHERE path=?", paths)  # noqa: S608 - fixed names
+            self.db.executemany(f"INSERT INTO {table} VALUES ({marks})", values)  # noqa: S608
 
     def drop(self, paths: Iterable[str]) -> None:
         rows = [(p,) for p in paths]

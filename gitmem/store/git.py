@@ -66,6 +66,8 @@ class ChangeChecks(Protocol):
 
 FILE_MODE = 0o100644
 BRANCH = b"refs/heads/main"
+# A write of this many files or more syncs the working tree once, after all of them.
+SYNC_ONCE_ABOVE = 64
 
 
 @dataclass(frozen=True)
@@ -493,6 +495,9 @@ class GitStore:
         replaced by the file); return (path, old bytes or None, new stat) for rollback.
         A file not holding what ``expected`` says is not replaced (``changed_on_disk``)."""
         done: list[tuple[str, bytes | None, os.stat_result | None]] = []
+        # Many files (an import) are synced together once written: the branch moves
+        # only after that, as it does after each file's own sync for a small write.
+        durable = len(changes) < SYNC_ONCE_ABOVE
         try:
             for change in changes:
                 old = safefs.read_or_none(self.root, change.path)
@@ -508,10 +513,12 @@ class GitStore:
                     # change on: a person's save at any moment is kept, never overwritten.
                     st = safefs.write_bytes(self.root, change.path, change.data,
                                             replace_link=change.path in generated,
-                                            expect=None if want is _ANY else _holds(want))
+                                            expect=None if want is _ANY else _holds(want), durable=durable)
                 except safefs.ReplacedWrongFile:
                     raise _changed_on_disk(change.path) from None
                 done.append((change.path, old, st))
+            if not durable:
+                safefs.sync_all()
         except OSError as exc:
             self._restore_worktree(done)
             raise StorageError(f"could not write {exc.filename or 'a file'}: {exc.strerror}") from exc

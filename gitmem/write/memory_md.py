@@ -120,6 +120,6 @@ class MemoryMd:
         self.reader.ensure_scanned()
         with store.catalog.what_if():
             store.catalog.drop(removed)
-            for path, (memory, blob_hash) in written.items():
-                store.catalog.put(path, memory.id, None, *row_fields(memory), blob_hash)
+            store.catalog.put_many(((path, memory.id, None, *row_fields(memory), blob_hash)
+                                    for path, (memory, blob_hash) in written.items()), listing_only=True)
             return safe_text(render_index(store.catalog, store.config)).encode("utf-8")

@@ -151,6 +151,11 @@ class WritePipeline:
             trailers += [f"Op: {op}", f"Agent: {who.name}"] + (["Forced: true"] if forced else [])
             return f"{subject}\n\n" + (f"{body.rstrip()}\n\n" if body else "") + "\n".join(trailers) + "\n"
         with self.store.lock.hold():
+            if len(changes) >= BULK_MEMORIES and self.searcher.open_index is None and self.store.git.head():
+                # A bulk write (an import) opens the index first, while it still matches the
+                # files: it then takes the batch from this write's own parse, instead of
+                # finding thousands of new files at its first use and reading them all again.
+                self.searcher.index  # noqa: B018
             bases, self.bases = self.bases, {}
             for attempt in range(3):
                 todo, expected = list(changes), None
@@ -269,10 +274,9 @@ class WritePipeline:
         """
         with self.store.catalog.transaction():
             self.store.catalog.drop(removed)
-            for path, (memory, blob_hash) in written.items():
-                st = safefs.lstat(self.store.root, path)
-                if st is not None:
-                    self.store.catalog.put(path, memory.id, st, *row_fields(memory), blob_hash)
+            self.store.catalog.put_many(
+                (path, memory.id, st, *row_fields(memory), blob_hash) for path, (memory, blob_hash) in written.items()
+                if (st := safefs.lstat(self.store.root, path)) is not None)
             tip = self.store.catalog.get("history_tip")
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.store.catalog.add_touches(sha.decode(), when, touched)
@@ -281,8 +285,6 @@ class WritePipeline:
             self.searcher.build_from(written)
         else:
             self.searcher.index_changes(written, removed, new=[t[1] for t in touched if t[2] == "add" and t[1]])
-            if len(written) >= BULK_MEMORIES and self.searcher.open_index is None:
-                self.searcher.index  # noqa: B018 - a bulk import leaves the vault searchable
         self.schedule_index_flush()
         return {path: memory for path, (memory, _) in written.items()}
 
