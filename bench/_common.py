@@ -55,6 +55,18 @@ def cpu_timed(func: Callable[[], Any]) -> tuple[float, float, Any]:
     return time.perf_counter() - start, time.process_time() - cpu, result
 
 
+def timed_create(vault: "Vault", spec: dict[str, Any]) -> tuple[Any, float, float, float, float]:
+    """One whole create as a user waits for it: ``vault.add(**spec)`` (commit, search
+    index, MEMORY.md) then ``vault.flush()`` (the ``.git/index`` update otherwise
+    deferred).  Returns (memory, total wall s, CPU s, add s, flush s)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    memory = vault.add(**spec)
+    mid = time.perf_counter()
+    vault.flush()
+    end = time.perf_counter()
+    return memory, end - start, time.process_time() - cpu, mid - start, end - mid
+
+
 def loadavg() -> list[float]:
     """The 1, 5 and 15 minute load averages, rounded."""
     return [round(x, 2) for x in os.getloadavg()]

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (Generator, add_scale_options, bench_vault, copy_tree, loadavg, log,  # noqa: E402
-                     machine_info, populate_bulk, summary_ms, timed)
+                     machine_info, populate_bulk, summary_ms, timed, timed_create)
 from _common import report as emit_report  # noqa: E402
 from gitmem.store.housekeeping import REPACK_LOCK  # noqa: E402
 from gitmem.store.locking import try_flock  # noqa: E402
@@ -128,15 +128,11 @@ def bench_create(vault: Vault, gen: Generator, samples: int, cli: "GitCli", cli_
             if what != "gitmem":
                 theirs[what].append(cli.create(what, spec))
                 continue
-            start, cpu = time.perf_counter(), time.process_time()
-            mem = vault.add(**spec)
-            mid = time.perf_counter()
-            vault.flush()
-            end = time.perf_counter()
-            cpus.append(time.process_time() - cpu)
-            total.append(end - start)
-            adds.append(mid - start)
-            flushes.append(end - mid)
+            mem, whole, cpu, add, flush = timed_create(vault, spec)
+            cpus.append(cpu)
+            total.append(whole)
+            adds.append(add)
+            flushes.append(flush)
             sizes.append((vault.root / mem.path).stat().st_size)
     after = objects_bytes(vault.git.git_dir)
     avg_file = statistics.fmean(sizes)

@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (Generator, add_scale_options, bench_vault, copy_tree, cpu_timed,  # noqa: E402
-                     index_segments, loadavg, log, machine_info, report, summary_ms, timed)
+                     index_segments, loadavg, log, machine_info, report, summary_ms, timed, timed_create)
 from gitmem.vault import Vault  # noqa: E402
 
 TARGETS = {"create_p50_ms": 40.0, "word_p50_ms": 10.0, "any_p95_ms": 100.0, "fts5_ratio": 5.0}
@@ -190,16 +190,11 @@ def creates(vault: Vault, gen: Generator, count: int) -> dict[str, Any]:
     """``vault.add`` + ``vault.flush()`` (the whole create), timed together and apart."""
     total, total_cpu, adds, flushes = [], [], [], []
     for _ in range(count):
-        spec = gen.spec()
-        start, cpu = time.perf_counter(), time.process_time()
-        vault.add(**spec)
-        mid = time.perf_counter()
-        vault.flush()
-        end = time.perf_counter()
-        total_cpu.append(time.process_time() - cpu)
-        total.append(end - start)
-        adds.append(mid - start)
-        flushes.append(end - mid)
+        _, whole, cpu, add, flush = timed_create(vault, gen.spec())
+        total_cpu.append(cpu)
+        total.append(whole)
+        adds.append(add)
+        flushes.append(flush)
     return {"create_with_index": wall_cpu(total, total_cpu), "add_only": summary_ms(adds),
             "flush_only": summary_ms(flushes),
             "note": "create = vault.add (commit, search index, MEMORY.md) + vault.flush() (.git/index)"}

@@ -143,3 +143,51 @@ def test_a_cli_process_ended_by_sigterm_still_syncs_the_index(tmp_path: Path) ->
     lock.unlink()
     proc.communicate(timeout=60)
     assert git(root, "status", "--porcelain").stdout == ""
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_spliced_index_matches_what_git_reads(tmp_path: Path, seed: int) -> None:
+    """The in-place update of ``.git/index`` (entries found by binary search, the file cut
+    and joined around them) leaves exactly the entries asked for, in an index git reads."""
+    import os
+    import random
+
+    from gitmem.store.git import _splice_index  # noqa: SLF001 - the splice itself is under test
+
+    def run(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True,
+                              check=True).stdout
+
+    def write(name: str, text: str) -> tuple[bytes, os.stat_result]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+        return run("hash-object", "-w", name).strip().encode(), os.stat(tmp_path / name)
+    rng = random.Random(seed)
+    run("init", "-q")
+    names = sorted({f"t{rng.randrange(40)}/{'x' * rng.randrange(1, 30)}{rng.randrange(1000)}.md"
+                    for _ in range(rng.randrange(0, 40))})
+    for name in names:
+        write(name, name)
+    if names:
+        run("add", "-A")
+    changes: dict[bytes, tuple[bytes, os.stat_result] | None] = {}
+    for name in rng.sample(names, k=min(len(names), rng.randrange(0, 5))):
+        changes[name.encode()] = None                                   # removed
+    for name in rng.sample(names, k=min(len(names), rng.randrange(0, 4))):
+        changes[name.encode()] = write(name, "changed " + name)         # replaced
+    for _ in range(rng.randrange(0, 6)):
+        name = f"t{rng.randrange(40)}/new{rng.randrange(10_000)}.md"
+        changes[name.encode()] = write(name, "new " + name)             # inserted
+    assert _splice_index(tmp_path / ".git" / "index", changes)
+    expected = {name: run("hash-object", name).strip() for name in names}
+    for name, value in changes.items():
+        if value is None:
+            expected.pop(name.decode(), None)
+        else:
+            expected[name.decode()] = value[0].decode()
+    listed = run("ls-files", "-s").splitlines()
+    staged = {line.split("\t")[1]: line.split()[1] for line in listed}
+    assert len(listed) == len(staged)
+    assert staged == {name: sha for name, sha in expected.items()
+                      if name.encode() not in changes or changes[name.encode()] is not None}
+    assert run("diff-files", "--name-only") == ""   # each entry's stat matches its file

@@ -729,6 +729,22 @@ def test_the_idle_merge_leaves_large_segments_alone(ix: SearchIndex) -> None:
     assert ix.search("heron").total == 10
 
 
+def test_the_idle_merge_can_go_one_tier_at_a_time(ix: SearchIndex) -> None:
+    """The idle timer merges one tier per hold of the vault lock (rounds=1), so a writer
+    waits for at most one merge."""
+    ix.MERGE_FACTOR, ix.IDLE_MERGE_DOCS = 3, 100  # tiers: 1-2 documents, 3-8, ...
+    for batch in range(2):                        # tier 1: two segments of 4
+        ix.upsert([doc(f"b{batch}-{i}.md", f"bulk word{i} heron") for i in range(4)])
+    for i in range(2):                            # tier 0: two of 1
+        ix.upsert([doc(f"s{i}.md", "single heron")])
+    assert ix.merge_small(rounds=1) is True
+    assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [2, 4, 4]
+    assert ix.merge_small(rounds=1) is True
+    assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [2, 8]
+    assert ix.merge_small(rounds=1) is False
+    assert ix.search("heron").total == 10
+
+
 def test_author_named_in_a_question_lifts_the_authors_own_memories(tmp_path: Path) -> None:
     """``agent_boost``: "what did Ann say about X" prefers what Ann wrote about X to a
     memory about X that only says Ann's name; a name alone matches nothing extra."""

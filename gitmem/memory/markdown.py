@@ -64,12 +64,18 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|
 # the pure-Python parser agree; everything else, and every error message, comes from
 # :class:`_Loader`, whose alias budget stops alias bombs; so does anything that is not a
 # mapping.
-_CLoader: type | None = None
-if getattr(yaml, "__with_libyaml__", False):
-    class _CLoader(yaml.CSafeLoader):  # type: ignore[no-redef]
+def _libyaml_loader() -> type | None:
+    if not getattr(yaml, "__with_libyaml__", False):
+        return None
+
+    class FastLoader(yaml.CSafeLoader):
         """CSafeLoader with :class:`_Loader`'s scalar rules."""
 
-    _CLoader.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+    FastLoader.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+    return FastLoader
+
+
+_CLoader = _libyaml_loader()
 _NOT_FOR_C = re.compile("[&*!\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff]")
 
 

@@ -1051,16 +1051,22 @@ class SearchIndex:
             return [seg for i, seg in enumerate(segments) if i not in group]
         return policy
 
-    def merge_small(self) -> None:
+    def merge_small(self, rounds: int | None = None) -> bool:
         """Merge small segments left by recent commits, as long as some size tier of at
         most :attr:`IDLE_MERGE_DOCS` documents holds two or more (call when idle: a burst
         of commits leaves up to ``MERGE_FACTOR - 1`` segments per tier, and each segment
-        costs every query a little)."""
+        costs every query a little).  ``rounds`` caps the merges (one tier each); returns
+        True when there may be more to merge."""
+        done = 0
         while self._segment_count() > 1:
+            if rounds is not None and done >= rounds:
+                return True
             before = self._segment_count()
             self._commit(lambda w: None, mergetype=self._merge_policy(2, self.IDLE_MERGE_DOCS))
+            done += 1
             if self._segment_count() >= before:
-                break
+                return False
+        return False
 
     def rebuild(self, docs: Iterable[IndexDoc],
                 progress: Callable[[int], None] | None = None, *, total: int | None = None) -> int:

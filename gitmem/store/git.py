@@ -775,7 +775,12 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
     written) for an index this does not handle: not version 2 or 3, an entry with
     extended flags or a merge stage, or an extension git requires (split index).
     Optional extensions describing the entries (the cached trees, the untracked
-    cache ...) are left out, as git allows; git rebuilds them."""
+    cache ...) are left out, as git allows; git rebuilds them.
+
+    Only the entries' offsets are read (one step per entry); the names looked for are
+    found by binary search (git keeps entries sorted by name), and the new file is the
+    old bytes cut and joined around them."""
+    import bisect
     import hashlib
     import struct
     from dulwich.file import GitFile
@@ -789,42 +794,62 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
     version, count = struct.unpack_from(">LL", data, 4)
     if version not in (2, 3):
         return False
-    raw: dict[bytes, bytes] = {}
+    starts: list[int] = []
     pos, end = 12, len(data) - 20
     for _ in range(count):
         if pos + 62 > end:
             return False
-        (flags,) = struct.unpack_from(">H", data, pos + 60)
+        flags = data[pos + 60] << 8 | data[pos + 61]
         if flags & 0x7000:          # extended flags, or a merge stage (a conflict)
             return False
-        stop = data.find(b"\0", pos + 62)
-        if stop < 0:
-            return False
-        name = data[pos + 62:stop]
-        size = (62 + len(name) + 8) // 8 * 8
-        raw[name] = data[pos:pos + size]
-        pos += size
-    kept = b""
+        length = flags & 0xFFF
+        if length == 0xFFF:         # a name of 4095 bytes or more: its end is its NUL
+            stop = data.find(b"\0", pos + 62)
+            if stop < 0:
+                return False
+            length = stop - pos - 62
+        starts.append(pos)
+        pos += (62 + length + 8) // 8 * 8
+    entries_end = pos
     while pos < end:                 # extensions: signature, length, data
         if pos + 8 > end:
             return False
-        sig, length = data[pos:pos + 4], struct.unpack_from(">L", data, pos + 4)[0]
+        sig, size = data[pos:pos + 4], struct.unpack_from(">L", data, pos + 4)[0]
         if not b"A" <= sig[:1] <= b"Z":   # one git requires (a split index): not handled
             return False
-        pos += 8 + length
-    for name, value in entries.items():
-        if value is None:
-            raw.pop(name, None)
-            continue
-        sha, st = value
-        packed = struct.pack(">LLLLLLLLLL20sH", int(st.st_ctime) & 0xFFFFFFFF, st.st_ctime_ns % 10**9,
-                             int(st.st_mtime) & 0xFFFFFFFF, st.st_mtime_ns % 10**9,
-                             st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, FILE_MODE,
-                             st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF,
-                             bytes.fromhex(sha.decode("ascii")), min(len(name), 0xFFF))
-        entry = packed + name
-        raw[name] = entry + b"\0" * ((62 + len(name) + 8) // 8 * 8 - len(entry))
-    body = b"".join([b"DIRC", struct.pack(">LL", version, len(raw)), *(raw[n] for n in sorted(raw)), kept])
+        pos += 8 + size
+
+    def name_at(i: int) -> bytes:
+        at = starts[i] + 62
+        return data[at:data.index(b"\0", at)]
+    # (start, end, new bytes) for each entry replaced, removed or inserted, in file order
+    cuts: list[tuple[int, int, bytes]] = []
+    old, total = len(starts), count
+    for name in sorted(entries):
+        value = entries[name]
+        i = bisect.bisect_left(range(old), name, key=name_at)
+        found = i < old and name_at(i) == name
+        at = starts[i] if i < old else entries_end
+        until = (starts[i + 1] if i + 1 < old else entries_end) if found else at
+        new = b""
+        if value is not None:
+            sha, st = value
+            packed = struct.pack(">LLLLLLLLLL20sH", int(st.st_ctime) & 0xFFFFFFFF, st.st_ctime_ns % 10**9,
+                                 int(st.st_mtime) & 0xFFFFFFFF, st.st_mtime_ns % 10**9,
+                                 st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, FILE_MODE,
+                                 st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF,
+                                 bytes.fromhex(sha.decode("ascii")), min(len(name), 0xFFF))
+            new = packed + name
+            new += b"\0" * ((62 + len(name) + 8) // 8 * 8 - len(new))
+        if found or value is not None:
+            cuts.append((at, until, new))
+        total += (value is not None) - found
+    pieces, last = [b"DIRC", struct.pack(">LL", version, total)], 12
+    for at, until, new in cuts:
+        pieces += [data[last:at], new]
+        last = until
+    pieces.append(data[last:entries_end])
+    body = b"".join(pieces)
     with GitFile(str(path), "wb") as f:   # index.lock, renamed over the index when complete
         f.write(body + hashlib.sha1(body).digest())
     return True

@@ -305,6 +305,18 @@ class WritePipeline:
         self._flush_timer = timer
         timer.start()
 
+    def _merge_when_idle(self) -> None:
+        """Merge the search index's small segments (timer thread), one merge per hold of
+        the vault lock, so a writer never waits for more than one; stops as soon as a
+        write scheduled a newer timer (it merges after that write instead)."""
+        index = self.searcher.open_index
+        more = index is not None
+        while more:
+            with self.store.lock.hold():
+                if self.closed or self._flush_timer is not threading.current_thread():
+                    return
+                more = index.merge_small(rounds=1)
+
     def _flush_quietly(self, retry: float = INDEX_RETRY_FIRST, deadline: float = 0.0) -> None:
         """The timer's body: update ``.git/index``; while git holds ``index.lock``, try
         again (``retry`` seconds later, doubling up to 2 s) until ``deadline``.  Past it,
@@ -324,16 +336,17 @@ class WritePipeline:
                         self.store.git.repair_index()
                     except FileLocked:
                         done = False
-                if done:
-                    if self.searcher.open_index is not None:
-                        self.searcher.open_index.merge_small()
-                elif not self.closed and time.monotonic() + retry <= deadline:
+                if not done and not self.closed and time.monotonic() + retry <= deadline:
                     self.schedule_index_flush(retry, retry=min(retry * 2, INDEX_RETRY_MAX),
                                                deadline=deadline)
                     return
         except Exception:  # noqa: BLE001 - best effort in a timer thread; retried below
             pass
         if done and not self.closed:
+            try:
+                self._merge_when_idle()
+            except Exception:  # noqa: BLE001 - best effort; the next idle moment tries again
+                pass
             try:  # packing runs outside the vault lock, in its own process: writers go on meanwhile
                 self.store.git.housekeep(separate_process=True)
             except Exception:  # noqa: BLE001 - best effort; the next idle moment tries again
