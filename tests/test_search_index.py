@@ -729,6 +729,15 @@ def test_the_idle_merge_leaves_large_segments_alone(ix: SearchIndex) -> None:
     assert ix.search("heron").total == 10
 
 
+def test_the_idle_merge_takes_the_smallest_segments_that_fit(ix: SearchIndex) -> None:
+    ix.MERGE_FACTOR, ix.IDLE_MERGE_DOCS = 10, 10   # tier 0: 1-9 documents
+    for batch, n in enumerate((3, 2, 3, 3)):       # 11 documents in all: not all fit in one merge
+        ix.upsert([doc(f"b{batch}-{i}.md", f"small word{i} heron") for i in range(n)])
+    assert ix.merge_small(rounds=1) is True
+    assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [3, 8]
+    assert ix.search("heron").total == 11
+
+
 def test_the_idle_merge_can_go_one_tier_at_a_time(ix: SearchIndex) -> None:
     """The idle timer merges one tier per hold of the vault lock (rounds=1), so a writer
     waits for at most one merge."""

@@ -837,8 +837,8 @@ def _merge_group(sizes: list[int], tier_factor: int, min_group: int, max_docs: i
     Segments fall in size tiers (1 to ``tier_factor - 1`` documents, then up to
     ``tier_factor**2 - 1``, ...); the smallest tier holding ``min_group`` segments (and at
     least two) is merged, so each document is copied about once per tier.  With
-    ``max_docs``, a tier whose segments hold more documents than that together is left
-    alone."""
+    ``max_docs``, only the smallest segments of a tier that hold at most that many
+    documents together are merged (larger ones wait for the commits that fill their tier)."""
     tiers: dict[int, list[int]] = {}
     for i, n in enumerate(sizes):
         tier = 0
@@ -846,10 +846,17 @@ def _merge_group(sizes: list[int], tier_factor: int, min_group: int, max_docs: i
             n, tier = n // tier_factor, tier + 1
         tiers.setdefault(tier, []).append(i)
     for tier in sorted(tiers):
-        if max_docs is not None and sum(sizes[i] for i in tiers[tier]) > max_docs:
-            break
-        if len(tiers[tier]) >= min_group and len(tiers[tier]) > 1:
-            return set(tiers[tier])
+        members = tiers[tier]
+        if max_docs is not None:
+            taken, total = [], 0
+            for i in sorted(members, key=sizes.__getitem__):
+                if total + sizes[i] > max_docs:
+                    break
+                taken.append(i)
+                total += sizes[i]
+            members = taken
+        if len(members) >= min_group and len(members) > 1:
+            return set(members)
     return set()
 
 
@@ -862,10 +869,10 @@ class SearchIndex:
     REBUILD_SEGMENT_DOCS = 25_000  # documents per segment a rebuild writes (bounds its memory)
     BULK_DOCS = 500           # an upsert of this many documents holds its postings in memory
     PARALLEL_DOCS = 2_000     # a rebuild of this many documents uses a second process
-    # The idle merge (merge_small) runs under the vault lock: it takes only segments this
-    # small together (a few tens of milliseconds of work); larger tiers merge as commits
-    # fill them (MERGE_FACTOR), never while a writer waits on an idle timer.
-    IDLE_MERGE_DOCS = 400
+    # The idle merge (merge_small) runs under the vault lock: one merge takes segments of
+    # at most this many documents together (about 0.3 ms each, so well under 100 ms);
+    # larger tiers merge as commits fill them (MERGE_FACTOR), never on an idle timer.
+    IDLE_MERGE_DOCS = 200
     IN_MEMORY_POSTINGS = True  # False: rebuilds and large upserts use Whoosh's own posting pool
 
     def __init__(self, directory: str | Path, *, config: SearchConfig | None = None) -> None:
