@@ -29,7 +29,7 @@ import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from ..memory.markdown import inline_tags, link_key, memory_links
 from ..memory.schema import path_id, safe_text, safe_value
@@ -198,6 +198,14 @@ def _meta_json(meta: dict[str, Any]) -> str:
 _PUT_CHUNK = 2_000
 
 
+class FileStat(NamedTuple):
+    """What the catalog keeps of a file's ``os.stat_result`` (same attribute names): a
+    scan of 100,000 files holds one per file, a sixth of a full stat result's memory."""
+
+    st_mtime_ns: int
+    st_size: int
+
+
 class Catalog:
     """Connection to the catalog database (one per Vault object)."""
 
@@ -247,7 +255,7 @@ class Catalog:
             self.db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, value))
 
     # ------------------------------------------------------------ files
-    def put(self, path: str, memory_id: str, st: os.stat_result | None, meta: dict[str, Any],
+    def put(self, path: str, memory_id: str, st: os.stat_result | FileStat | None, meta: dict[str, Any],
             problem: str | None, body: str, blob_hash: str) -> None:
         """Record (or replace) one file's row, its listing columns and its sketch.
 
@@ -459,7 +467,7 @@ class Catalog:
             with self.transaction():
                 self.db.executemany(sql, rows)
 
-    def scan(self, files: dict[str, os.stat_result],
+    def scan(self, files: dict[str, os.stat_result] | dict[str, FileStat],
              load: Callable[[str], tuple[str, dict[str, Any], str | None, str, str] | None],
              only: Iterable[str] | None = None,
              known: dict[str, tuple[int, int]] | None = None) -> tuple[list[str], list[str]]:

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .. import safefs
-from .catalog import RACY_NS, FileRow, tag_key
+from .catalog import RACY_NS, FileRow, FileStat, tag_key
 from .git import blob_id
 from ..errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
 from ..memory.markdown import ParsedFile, decode, parse_text, wikilink_target
@@ -129,7 +129,7 @@ class Reader:
         return result
 
     def _stat_files(self, known: dict[str, tuple[int, int]], dirs: dict[str, tuple[int, int]]
-                    ) -> tuple[dict[str, os.stat_result], dict[str, tuple[int, int]]]:
+                    ) -> tuple[dict[str, FileStat], dict[str, tuple[int, int]]]:
         """What :meth:`disk_files` finds, listing only the folders that changed since the
         last scan (``known``: the catalog's files, ``dirs``: the folders it saw); also
         the folders as this scan saw them, for the next."""
@@ -140,7 +140,7 @@ class Reader:
         subdirs: dict[str, list[str]] = {}
         for folder in dirs:
             subdirs.setdefault(folder.rpartition("/")[0], []).append(folder)
-        files: dict[str, os.stat_result] = {}
+        files: dict[str, FileStat] = {}
         seen: dict[str, tuple[int, int]] = {}
         lstat, is_file = os.lstat, stat.S_ISREG
         flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
@@ -165,7 +165,7 @@ class Reader:
                             except OSError:
                                 continue
                             if is_file(fst.st_mode):
-                                files[path] = fst
+                                files[path] = FileStat(fst.st_mtime_ns, fst.st_size)
                         stack.extend(subdirs.get(folder, ()))
                         count = len(names)
                     else:
@@ -174,7 +174,7 @@ class Reader:
                             if fst is None:
                                 stack.append(rel)
                             else:
-                                files[rel] = fst
+                                files[rel] = FileStat(fst.st_mtime_ns, fst.st_size)
                                 count += 1
                 finally:
                     os.close(fd)
