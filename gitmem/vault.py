@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import os
+import shutil
 import weakref
 from datetime import datetime, timezone
 from pathlib import Path
@@ -260,30 +261,23 @@ class Vault:
             raise InvalidInput(f"unknown tier {import_tier!r} for the imported notes",
                                hint=f"Tiers: {', '.join(config.tiers)}.")
         plan = list(markdown_notes(source, config.tiers, import_tier)) if source is not None else []
-        GitStore.init(root).close()
-        vault = cls(root, author=author, clock=clock)
-        changes = [FileChange(CONFIG_NAME, config_text),
-                   FileChange(".gitignore", GITIGNORE.encode()),
-                   FileChange(".gitattributes", GITATTRIBUTES.encode())]
-        vault.config = config
-        imported: list[tuple[str, str]] = []
-        outside = 0
-        for done, (src_rel, rel) in enumerate(plan, 1):
-            data = safefs.read_or_none(source, src_rel) if source is not None else None
-            if data is not None:
-                changes.append(FileChange(rel, data))
-                imported.append(("", rel))   # the id: the commit reads it (parsing each note once)
-                outside += src_rel != rel
-            if progress is not None:
-                progress(done, len(plan))
-        for tier in vault.config.tiers:
-            if not any(c.path.startswith(tier + "/") for c in changes):
-                changes.append(FileChange(f"{tier}/.gitkeep", b""))
-        what = f" with {len(imported)} memories from {source.name}" if source else ""
-        vault.services.pipeline.commit(changes, f"init: gitmem vault{what}", "init",
-                      [(mid, rel, "import") for mid, rel in imported], origin="person")
-        vault.import_report = {"source": str(source) if source else None, "imported": len(imported),
-                               "outside_tiers": outside, "import_tier": import_tier}
+        made = [root] if not root.exists() else [] if (root / ".git").exists() else [root / ".git"]
+        vault: Vault | None = None
+        try:
+            GitStore.init(root).close()
+            vault = cls(root, author=author, clock=clock)
+            _first_commit(vault, config, config_text, source, plan, import_tier, progress)
+        except BaseException:
+            # Nothing was committed (a secret or a bad note in the folder, a full disk ...):
+            # what init made goes again, so the folder reads as it did and init can be rerun.
+            if vault is not None:
+                try:
+                    vault.close()
+                except Exception:  # noqa: BLE001 - it is being removed anyway
+                    pass
+            for folder in made:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
         return vault
 
     @classmethod
@@ -789,6 +783,34 @@ class Vault:
         be fixed safely.  See :mod:`gitmem.upkeep.doctor`."""
         from .upkeep.doctor import diagnose
         return diagnose(self.services, repair=repair)
+
+
+def _first_commit(vault: Vault, config: VaultConfig, config_text: bytes, source: Path | None,
+                  plan: list[tuple[str, str]], import_tier: str,
+                  progress: Callable[[int, int], None] | None) -> None:
+    """The first commit of :meth:`Vault.init`: the settings, and the notes of ``plan``."""
+    changes = [FileChange(CONFIG_NAME, config_text),
+               FileChange(".gitignore", GITIGNORE.encode()),
+               FileChange(".gitattributes", GITATTRIBUTES.encode())]
+    vault.config = config
+    imported: list[tuple[str, str]] = []
+    outside = 0
+    for done, (src_rel, rel) in enumerate(plan, 1):
+        data = safefs.read_or_none(source, src_rel) if source is not None else None
+        if data is not None:
+            changes.append(FileChange(rel, data))
+            imported.append(("", rel))   # the id: the commit reads it (parsing each note once)
+            outside += src_rel != rel
+        if progress is not None:
+            progress(done, len(plan))
+    for tier in vault.config.tiers:
+        if not any(c.path.startswith(tier + "/") for c in changes):
+            changes.append(FileChange(f"{tier}/.gitkeep", b""))
+    what = f" with {len(imported)} memories from {source.name}" if source else ""
+    vault.services.pipeline.commit(changes, f"init: gitmem vault{what}", "init",
+                                   [(mid, rel, "import") for mid, rel in imported], origin="person")
+    vault.import_report = {"source": str(source) if source else None, "imported": len(imported),
+                           "outside_tiers": outside, "import_tier": import_tier}
 
 
 def _read_or(folder: Path | None, name: str, default: bytes) -> bytes:

@@ -230,6 +230,31 @@ def test_init_from_imports_notes_outside_tiers_keeping_their_folders(tmp_path: P
     assert {m["title"] for m in json.loads(listed.stdout)} >= {"Project X", "y", "top", "in-tier"}
 
 
+@pytest.mark.parametrize("dest_exists", [False, True])
+def test_init_from_refused_leaves_the_folder_as_it_was(tmp_path: Path, dest_exists: bool) -> None:
+    """A note the write checks refuse stops init before anything is committed; what init
+    had made is removed again, so the same command works once the note is fixed."""
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "ok.md").write_text("# Fine\n\nAn ordinary note.\n")
+    (src / "leak.md").write_text("password=" + "S3cr3t!Passw0rd" + "\n")
+    dest = tmp_path / "dest"
+    if dest_exists:
+        dest.mkdir()
+        (dest / "keep.txt").write_text("mine\n")
+    refused = run("init", "--from", str(src), str(dest), cwd=tmp_path)
+    assert refused.returncode != 0 and "secret" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    if dest_exists:
+        assert sorted(p.name for p in dest.iterdir()) == ["keep.txt"]
+    else:
+        assert not dest.exists()
+    (src / "leak.md").write_text("A note without a secret.\n")
+    again = run("init", "--from", str(src), str(dest), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert git(dest, "status", "--porcelain") == ("?? keep.txt\n" if dest_exists else "")
+
+
 # ------------------------------------------------------- trailing newlines
 def _ends_with_one_newline(vault_dir: Path, rel: str) -> None:
     data = (vault_dir / rel).read_bytes()

@@ -247,7 +247,7 @@ _RESOLVE = _Dumper(io.StringIO()).resolve  # how the emitter decides whether a s
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 
 
-def _quick_scalar(value: Any, room: int, flow: bool) -> str | None:
+def _quick_scalar(value: Any, room: int) -> str | None:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -268,16 +268,16 @@ def _quick_scalar(value: Any, room: int, flow: bool) -> str | None:
 
 
 def _quick_dump(key: str, value: Any, *, flow: bool) -> str | None:
-    if not _KEY.fullmatch(key) or len(key) > 40 or _quick_scalar(key, 40, False) != key:
+    if not _KEY.fullmatch(key) or len(key) > 40 or _quick_scalar(key, 40) != key:
         return None
     if isinstance(value, list):
         if not value:
             return f"{key}: []\n"
-        items = [_quick_scalar(v, 60, flow) for v in value]
+        items = [_quick_scalar(v, 60) for v in value]
         if None in items or flow and any("," in i for i in items):
             return None
         return f"{key}: [{', '.join(items)}]\n" if flow else f"{key}:\n" + "".join(f"- {i}\n" for i in items)  # type: ignore[arg-type]
-    scalar = _quick_scalar(value, 60, flow)
+    scalar = _quick_scalar(value, 60)
     return None if scalar is None else f"{key}: {scalar}\n"
 
 

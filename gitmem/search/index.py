@@ -1023,10 +1023,7 @@ class SearchIndex:
                     if d.path not in new:
                         w.delete_by_term("path", d.path)   # (what update_document does first)
                 half = len(batch) // 2 if len(batch) >= self.PARALLEL_DOCS else 0
-                child = self._build_in_child(batch[:half]) if half else None
-                self._add_to_pool(w, batch[half:] if child is not None else batch)
-                if child is not None:
-                    elsewhere.append(child() or self._write_segment(batch[:half]))
+                elsewhere[:] = self._index_split(w, batch[:half], lambda: batch[half:])[0]
                 return
             for d in latest.values():
                 (w.add_document if d.path in new else w.update_document)(**index_fields(d, self._an, self.cfg))
@@ -1065,15 +1062,21 @@ class SearchIndex:
         costs every query a little).  ``rounds`` caps the merges (one tier each); returns
         True when there may be more to merge."""
         done = 0
-        while self._segment_count() > 1:
-            if rounds is not None and done >= rounds:
-                return True
-            before = self._segment_count()
+        while self._idle_merge_group():
             self._commit(lambda w: None, mergetype=self._merge_policy(2, self.IDLE_MERGE_DOCS))
             done += 1
-            if self._segment_count() >= before:
-                return False
+            if rounds is not None and done >= rounds:
+                return True
         return False
+
+    def _idle_merge_group(self) -> bool:
+        """Whether :meth:`merge_small` has segments to merge (without opening a writer,
+        which would write a new table of contents even for nothing)."""
+        try:
+            sizes = [seg.doc_count_all() for seg in self._ix._segments()]
+        except Exception:  # noqa: BLE001 - an unreadable index: nothing to merge here
+            return False
+        return bool(_merge_group(sizes, self.MERGE_FACTOR, 2, self.IDLE_MERGE_DOCS))
 
     def rebuild(self, docs: Iterable[IndexDoc],
                 progress: Callable[[int], None] | None = None, *, total: int | None = None) -> int:
@@ -1117,23 +1120,12 @@ class SearchIndex:
                 return
             size = self.REBUILD_SEGMENT_DOCS
             left = size if total is None else min(size, total - count)
-            child, first = None, []
-            if left >= self.PARALLEL_DOCS:
-                first = take(left // 2)
-                child = self._build_in_child(first)
-                if child is None:
-                    mine = first + take(size - len(first))   # no second process: all of it here
-                else:
-                    mine = take(size - len(first))
-            else:
-                mine = take(size)
-            # The child's segment is listed before this one's, so documents keep their order.
-            base, pace = count, 2 if child is not None else 1
-            self._add_to_pool(w, mine, (lambda n: progress(base + n * pace)) if progress else None)
-            if child is not None:
-                # (the child failed: this process writes the segment it would have written)
-                elsewhere.append(child() or self._write_segment(first))
-            count += len(first) * (child is not None) + len(mine)
+            first = take(left // 2) if left >= self.PARALLEL_DOCS else []
+            base = count
+            segments, added = self._index_split(w, first, lambda: take(size - len(first)),
+                                                (lambda n: progress(base + n)) if progress else None)
+            elsewhere.extend(segments)
+            count += added
 
         # The first segment replaces the index; a large vault's further segments are
         # added to it (each holds at most REBUILD_SEGMENT_DOCS documents, which bounds
@@ -1147,6 +1139,23 @@ class SearchIndex:
         if progress:
             progress(count)
         return count
+
+    def _index_split(self, w: Any, first: list[IndexDoc], rest: Callable[[], list[IndexDoc]],
+                     every_500: Callable[[int], None] | None = None) -> tuple[list[Any], int]:
+        """Index ``first`` and then ``rest()`` into writer ``w``'s in-memory pool, handing
+        ``first`` to a child process where one can be had (see :meth:`_build_in_child`):
+        it writes them as a segment of its own while this process gets and indexes
+        ``rest()``.  Returns the child's segments, to be listed before ``w``'s own so
+        documents keep their order, and how many documents were indexed.  ``every_500(n)``
+        is told about how many are done (both processes go at about the same pace)."""
+        child = self._build_in_child(first) if first else None
+        mine = rest() if child is not None else first + rest()
+        pace = 2 if child is not None else 1
+        self._add_to_pool(w, mine, (lambda n: every_500(n * pace)) if every_500 else None)
+        if child is None:
+            return [], len(mine)
+        # (the child failed: this process writes the segment it would have written)
+        return [child() or self._write_segment(first)], len(first) + len(mine)
 
     def _add_to_pool(self, w: Any, docs: Sequence[IndexDoc],
                      every_500: Callable[[int], None] | None = None) -> None:

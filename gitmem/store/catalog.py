@@ -262,7 +262,8 @@ class Catalog:
         ``st`` None records a file not written yet (mtime 0: never taken as fresh)."""
         self.put_many([(path, memory_id, st, meta, problem, body, blob_hash)])
 
-    def put_many(self, rows: Iterable[tuple[str, str, os.stat_result | None, dict[str, Any], str | None, str, str]],
+    def put_many(self, rows: Iterable[tuple[str, str, os.stat_result | FileStat | None, dict[str, Any], str | None,
+                                            str, str]],
                  *, listing_only: bool = False) -> None:
         """:meth:`put` for many files (``(path, memory_id, st, meta, problem, body,
         blob_hash)`` each), a few statements for all of them.  ``listing_only`` records
@@ -272,7 +273,8 @@ class Catalog:
         while chunk := list(itertools.islice(rows, _PUT_CHUNK)):  # (bounds the memory an import takes)
             self._put_chunk(chunk, listing_only)
 
-    def _put_chunk(self, rows: list[tuple[str, str, os.stat_result | None, dict[str, Any], str | None, str, str]],
+    def _put_chunk(self, rows: list[tuple[str, str, os.stat_result | FileStat | None, dict[str, Any], str | None,
+                                          str, str]],
                    listing_only: bool) -> None:
         files, paths, sketches, banded, links, tags, aliases = [], [], [], [], [], [], []
         for path, memory_id, st, meta, problem, body, blob_hash in rows:
