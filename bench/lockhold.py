@@ -12,7 +12,8 @@ runs between writes as it does for a user: the deferred ``.git/index`` update, t
 merge of small index segments, and packing loose git objects (also run at close).
 Every time a thread of that process takes the vault lock, how long it kept it is
 recorded, split into the writes themselves (the main thread) and background work
-(timer threads, housekeeping).  Meanwhile a second process makes a write every
+(timer threads, housekeeping), and the background holds also by the work done in
+them (``.git/index`` update or repair, index merge, packing).  Meanwhile a second process makes a write every
 0.2 s with a lock timeout of 1 s and counts how often it was refused and the longest
 it waited.  Reported: p50/p95/max of each kind of hold, the refusals, CPU beside
 wall time, and the load average.
@@ -62,23 +63,50 @@ print(json.dumps({"writes": i, "refused": refused, "longest_s": max(waits, defau
 """
 
 
-def instrument(holds: dict[str, list[float]]) -> None:
-    """Record how long each outermost hold of the vault lock lasts, by kind of thread."""
+#: Background work told apart in the report: (class path, method) -> label.
+WORK = {("gitmem.store.git", "GitStore", "flush_index"): "git_index_update",
+        ("gitmem.store.git", "GitStore", "repair_index"): "git_index_repair",
+        ("gitmem.search.index", "SearchIndex", "merge_small"): "index_merge",
+        ("gitmem.store.git", "GitStore", "housekeep"): "git_pack"}
+
+
+def instrument(holds: dict[str, list[float]], work: dict[str, list[float]]) -> None:
+    """Record how long each outermost hold of the vault lock lasts, by kind of thread,
+    and for background holds also by the work done while holding it (``WORK``)."""
+    import functools
+    import importlib
+
     from gitmem.store.locking import VaultLock
     original = VaultLock.hold
     main = threading.main_thread()
+    seen = threading.local()
+
+    def labelled(method: Any, label: str) -> Any:
+        @functools.wraps(method)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            getattr(seen, "labels", set()).add(label)
+            return method(*args, **kwargs)
+        return run
+    for (module, cls, name), label in WORK.items():
+        owner = getattr(importlib.import_module(module), cls)
+        setattr(owner, name, labelled(getattr(owner, name), label))
 
     @contextmanager
     def hold(self: VaultLock) -> Iterator[None]:
         outer = not self.held
         with original(self):
             start = time.perf_counter()
+            if outer:
+                seen.labels = set()
             try:
                 yield
             finally:
                 if outer:
+                    took = time.perf_counter() - start
                     kind = "write" if threading.current_thread() is main else "background"
-                    holds[kind].append(time.perf_counter() - start)
+                    holds[kind].append(took)
+                    if kind == "background":
+                        work.setdefault("+".join(sorted(seen.labels)) or "other", []).append(took)
     VaultLock.hold = hold  # type: ignore[method-assign]
 
 
@@ -91,7 +119,8 @@ def main() -> None:
     result: dict[str, Any] = {"benchmark": "lockhold", "scale": args.scale, "writes": args.writes,
                               "machine": machine_info(tempfile.gettempdir()), "loadavg_before": loadavg()}
     holds: dict[str, list[float]] = {"write": [], "background": []}
-    instrument(holds)
+    work: dict[str, list[float]] = {}
+    instrument(holds, work)
     from gitmem.vault import Vault
     rng = random.Random(5)
     with tempfile.TemporaryDirectory(prefix="gitmem-lockhold-") as tmp:
@@ -116,6 +145,8 @@ def main() -> None:
         result["other_writer"] = json.loads(out.strip().splitlines()[-1])
     result["holds"] = {kind: summary_ms(values) for kind, values in holds.items()}
     result["background_over_100ms"] = sum(1 for s in holds["background"] if s > 0.1)
+    result["background_by_work"] = {label: {**summary_ms(values), "over_100ms": sum(s > 0.1 for s in values)}
+                                     for label, values in sorted(work.items())}
     result["loadavg_after"] = loadavg()
     report(result, args.out)
 

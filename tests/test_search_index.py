@@ -73,6 +73,28 @@ def test_upsert_is_searchable_at_once_and_update_replaces(ix: SearchIndex) -> No
     assert ix.doc_count() == 1 and paths(ix.search("damson")) == ["n.md"]
 
 
+def test_a_write_reopens_only_the_segments_it_changed(ix: SearchIndex) -> None:
+    def leaves() -> dict[str, object]:
+        return {leaf.segment().segment_id(): leaf for leaf, _ in ix._refresh().reader().leaf_readers()}
+    ix.rebuild([doc(f"a{i}.md", f"alpha number {i}") for i in range(5)])
+    ix.upsert([doc("b.md", "beta")])
+    assert ix.search("alpha").total == 5
+    before = leaves()
+    assert len(before) >= 2
+    ix.upsert([doc("c.md", "gamma")])                   # a new segment; the others unchanged
+    after = leaves()
+    assert set(before) < set(after)
+    assert all(after[k] is before[k] for k in before)   # opened once, used again
+    ix.upsert([doc("a1.md", "alpha replaced")])         # a deletion in the first segment
+    again = leaves()
+    changed = [k for k in after if k in again and again[k] is not after[k]]
+    assert changed and all(after[k].is_closed for k in changed)
+    page = ix.search("alpha", limit=10)
+    assert page.total == 5 and sorted(paths(page)).count("a1.md") == 1
+    assert ix.search("number").total == 4 and paths(ix.search("replaced")) == ["a1.md"]
+    assert [paths(ix.search(w)) for w in ("beta", "gamma")] == [["b.md"], ["c.md"]]
+
+
 def test_delete(notes: SearchIndex) -> None:
     notes.delete(["b.md", "missing.md"])
     assert "b.md" not in notes.indexed() and notes.search("ansible").total == 0
@@ -174,6 +196,18 @@ def test_prefix_expansion_is_bounded(ix: SearchIndex) -> None:
     page = ix.search("zq*", limit=5)
     covered = {w[2:6] for w in expanded}                  # each doc holds 3 of the words
     assert page.total == len(covered) and len(page.hits) == 5
+
+
+def test_prefix_expansion_counts_every_segment(ix: SearchIndex) -> None:
+    # 60 words once each, then one word in three separate writes (three segments): it
+    # is the most frequent only when every segment's count is added up.
+    ix.rebuild([doc(f"p{i}.md", f"zq{i:02d} filler") for i in range(60)])
+    for i in range(3):
+        ix.upsert([doc(f"hot{i}.md", "zqhot filler")])
+    assert len(ix._refresh().reader().leaf_readers()) >= 2
+    expanded = ix.prefix_terms("zq")
+    assert expanded[0] == "zqhot" and len(expanded) == PREFIX_EXPANSION_LIMIT
+    assert "zq01" in expanded and set(paths(ix.search("zqhot*"))) == {f"hot{i}.md" for i in range(3)}
 
 
 def test_field_filters(notes: SearchIndex) -> None:
@@ -736,6 +770,20 @@ def test_the_idle_merge_takes_the_smallest_segments_that_fit(ix: SearchIndex) ->
     assert ix.merge_small(rounds=1) is True
     assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [3, 8]
     assert ix.search("heron").total == 11
+
+
+def test_the_idle_merge_takes_a_few_segments_at_a_time(ix: SearchIndex) -> None:
+    """Opening and copying a segment costs a few ms whatever its size: one idle merge
+    takes at most IDLE_MERGE_SEGMENTS of them, so many one-memory segments (one per
+    command-line write) merge over several holds of the vault lock."""
+    ix.MERGE_FACTOR, ix.IDLE_MERGE_DOCS, ix.IDLE_MERGE_SEGMENTS = 10, 100, 3   # tier 0: 1-9
+    for i in range(7):
+        ix.upsert([doc(f"s{i}.md", f"single word{i} heron")])
+    assert ix.merge_small(rounds=1) is True
+    assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [1, 1, 1, 1, 3]
+    assert ix.merge_small() is False
+    assert sorted(seg.doc_count_all() for seg in ix._ix._segments()) == [7]
+    assert ix.search("heron").total == 7
 
 
 def test_the_idle_merge_can_go_one_tier_at_a_time(ix: SearchIndex) -> None:

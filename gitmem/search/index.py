@@ -39,6 +39,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 import warnings
 from contextlib import contextmanager
 from array import array
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Collection, Any
 
 import whoosh.index
+import whoosh.searching
 from whoosh import formats, query as wq, scoring
 from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.analysis.analyzers import STOP_WORDS
@@ -62,7 +64,7 @@ from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
 from whoosh.matching import ListMatcher
-from whoosh.reading import SegmentReader
+from whoosh.reading import MultiReader, SegmentReader
 from whoosh.writing import CLEAR, OPTIMIZE, SegmentWriter
 
 from ..errors import InvalidQuery, StorageError
@@ -321,6 +323,17 @@ class _Postings:
 
     def expand_prefix(self, fieldname: str, prefix: str) -> list[str]:
         return list(map(_text, self._r.expand_prefix(fieldname, prefix)))
+
+    def prefix_frequencies(self, fieldname: str, prefix: str) -> dict[str, int]:
+        # One walk of each segment's term table, its frequencies read on the way (a
+        # frequency asked of the whole index looks the term up in every segment).
+        out: dict[str, int] = {}
+        for leaf, _ in self._r.leaf_readers():
+            if fieldname in leaf.schema and leaf.doc_count_all():
+                for term, info in leaf.iter_prefix(fieldname, prefix):
+                    key = _text(term)
+                    out[key] = out.get(key, 0) + info.doc_frequency()
+        return out
 
     def terms_within(self, fieldname: str, text: str, maxdist: int, prefix: int = 0) -> list[str]:
         return list(map(_text, self._r.terms_within(fieldname, text, maxdist, prefix=prefix)))
@@ -646,6 +659,10 @@ class _Storage(FileStorage):
     small_writes = False
     supports_mmap = False   # (Whoosh's own mapping copies each segment part into memory)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()   # the open maps
+
     def temp_storage(self, name: str | None = None) -> Any:
         return RamStorage() if self.small_writes else super().temp_storage(name)
 
@@ -657,7 +674,21 @@ class _Storage(FileStorage):
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             except (ValueError, OSError):   # an empty file cannot be mapped
                 return super().open_file(name, **kwargs)
+        self._maps.add(mm)
         return _MappedFile(mm, 0, len(mm), name=name, **kwargs)
+
+    def release_pages(self) -> None:
+        """Let go of the pages the open maps have read (they stay in the page cache, and
+        come back on the next read): a long-lived process keeps its segment readers
+        open from one write to the next, and would otherwise hold every page any query
+        ever touched."""
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        for mm in list(self._maps):
+            try:
+                if advice is not None:
+                    mm.madvise(advice)
+            except (ValueError, OSError):   # closed since, or the platform refuses
+                pass
 
 
 class _Region:
@@ -831,14 +862,16 @@ def _schema(cfg: SearchConfig, an: _Analysis, versions: bool = False) -> Schema:
     return Schema(**fields)
 
 
-def _merge_group(sizes: list[int], tier_factor: int, min_group: int, max_docs: int | None = None) -> set[int]:
+def _merge_group(sizes: list[int], tier_factor: int, min_group: int, max_docs: int | None = None,
+                 max_segments: int | None = None) -> set[int]:
     """Which segments (indexes into ``sizes``, their document counts) a commit merges.
 
     Segments fall in size tiers (1 to ``tier_factor - 1`` documents, then up to
     ``tier_factor**2 - 1``, ...); the smallest tier holding ``min_group`` segments (and at
     least two) is merged, so each document is copied about once per tier.  With
     ``max_docs``, only the smallest segments of a tier that hold at most that many
-    documents together are merged (larger ones wait for the commits that fill their tier)."""
+    documents together (and, with ``max_segments``, at most that many segments) are
+    merged; larger ones wait for the commits that fill their tier."""
     tiers: dict[int, list[int]] = {}
     for i, n in enumerate(sizes):
         tier = 0
@@ -850,7 +883,7 @@ def _merge_group(sizes: list[int], tier_factor: int, min_group: int, max_docs: i
         if max_docs is not None:
             taken, total = [], 0
             for i in sorted(members, key=sizes.__getitem__):
-                if total + sizes[i] > max_docs:
+                if total + sizes[i] > max_docs or len(taken) == (max_segments or len(members)):
                     break
                 taken.append(i)
                 total += sizes[i]
@@ -869,10 +902,13 @@ class SearchIndex:
     REBUILD_SEGMENT_DOCS = 25_000  # documents per segment a rebuild writes (bounds its memory)
     BULK_DOCS = 500           # an upsert of this many documents holds its postings in memory
     PARALLEL_DOCS = 2_000     # a rebuild of this many documents uses a second process
-    # The idle merge (merge_small) runs under the vault lock: one merge takes segments of
-    # at most this many documents together (about 0.3 ms each, so well under 100 ms);
-    # larger tiers merge as commits fill them (MERGE_FACTOR), never on an idle timer.
-    IDLE_MERGE_DOCS = 200
+    # The idle merge (merge_small) runs under the vault lock: one merge takes at most
+    # this many segments (a few ms each to open and copy) of at most this many documents
+    # together (0.3-0.8 ms each for 2 KB memories on a 2-core machine), so a merge holds
+    # the lock well under 100 ms; larger segments merge as commits fill their size tier
+    # (MERGE_FACTOR), never on an idle timer.
+    IDLE_MERGE_DOCS = 60
+    IDLE_MERGE_SEGMENTS = 6
     IN_MEMORY_POSTINGS = True  # False: rebuilds and large upserts use Whoosh's own posting pool
 
     def __init__(self, directory: str | Path, *, config: SearchConfig | None = None) -> None:
@@ -1039,7 +1075,8 @@ class SearchIndex:
             self._commit(lambda w: [w.delete_by_term("path", p) for p in set(paths)],
                          mergetype=self._merge_policy(self.MERGE_FACTOR))
 
-    def _merge_policy(self, factor: int, max_docs: int | None = None) -> Callable[[Any, list], list]:
+    def _merge_policy(self, factor: int, max_docs: int | None = None,
+                      max_segments: int | None = None) -> Callable[[Any, list], list]:
         """A Whoosh merge policy: segments are grouped in size tiers (1-19 documents,
         20-399, 400-7,999, ... for MERGE_FACTOR 20); the smallest tier holding ``factor``
         segments is merged into the segment being written.  Each document is thus copied
@@ -1047,7 +1084,8 @@ class SearchIndex:
         and only one commit in 20 merges (each extra segment costs a query ~20 µs).
         (Whoosh's MERGE_SMALL re-copied the growing segment every 5th commit.)"""
         def policy(writer: Any, segments: list) -> list:
-            group = _merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor, max_docs)
+            group = _merge_group([seg.doc_count_all() for seg in segments], self.MERGE_FACTOR, factor,
+                                 max_docs, max_segments)
             for i in group:
                 reader = SegmentReader(writer.storage, writer.schema, segments[i])
                 writer.add_reader(reader)
@@ -1057,13 +1095,15 @@ class SearchIndex:
 
     def merge_small(self, rounds: int | None = None) -> bool:
         """Merge small segments left by recent commits, as long as some size tier of at
-        most :attr:`IDLE_MERGE_DOCS` documents holds two or more (call when idle: a burst
+        most :attr:`IDLE_MERGE_DOCS` documents holds two or more, at most
+        :attr:`IDLE_MERGE_SEGMENTS` of them per merge (call when idle: a burst
         of commits leaves up to ``MERGE_FACTOR - 1`` segments per tier, and each segment
         costs every query a little).  ``rounds`` caps the merges (one tier each); returns
         True when there may be more to merge."""
         done = 0
         while self._idle_merge_group():
-            self._commit(lambda w: None, mergetype=self._merge_policy(2, self.IDLE_MERGE_DOCS))
+            self._commit(lambda w: None, mergetype=self._merge_policy(2, self.IDLE_MERGE_DOCS,
+                                                                      self.IDLE_MERGE_SEGMENTS))
             done += 1
             if rounds is not None and done >= rounds:
                 return True
@@ -1076,7 +1116,7 @@ class SearchIndex:
             sizes = [seg.doc_count_all() for seg in self._ix._segments()]
         except Exception:  # noqa: BLE001 - an unreadable index: nothing to merge here
             return False
-        return bool(_merge_group(sizes, self.MERGE_FACTOR, 2, self.IDLE_MERGE_DOCS))
+        return bool(_merge_group(sizes, self.MERGE_FACTOR, 2, self.IDLE_MERGE_DOCS, self.IDLE_MERGE_SEGMENTS))
 
     def rebuild(self, docs: Iterable[IndexDoc],
                 progress: Callable[[int], None] | None = None, *, total: int | None = None) -> int:
@@ -1232,17 +1272,67 @@ class SearchIndex:
                 self._memo = {}
                 self._searcher = self._ix.searcher(weighting=self._weighting)
             elif not self._searcher.up_to_date():
-                # Not Searcher.refresh(): it reuses segment readers whose deletions changed
-                # (deleted documents come back) and fails on an empty index.
-                self._searcher.close()
-                self._searcher = None
-                self._memo = {}
-                self._searcher = self._ix.searcher(weighting=self._weighting)
+                old, self._searcher, self._memo = self._searcher, None, {}
+                self._searcher = self._reopen(old)
             return self._searcher
         except Exception as exc:  # noqa: BLE001
             self._searcher = None
             raise StorageError(f"cannot read the search index: {exc}",
                                hint="run 'gitmem reindex'") from exc
+
+    def _reopen(self, old: Any) -> Any:
+        """A searcher of the index as it is now, reusing the readers of ``old`` for the
+        segments that did not change (same segment, same deletions): a write adds one
+        small segment, and opening every segment again costs ~1 ms each.  The rest of
+        ``old`` is closed.
+
+        Not Whoosh's Searcher.refresh(): it reuses segment readers whose deletions changed
+        (deleted documents come back), puts merged-away segments back, and fails on an
+        empty index."""
+        leaves = [leaf for leaf, _ in old.reader().leaf_readers()]
+        kept: list[Any] = []
+        try:
+            for attempt in range(10):
+                try:    # (as Whoosh retries: a merge may delete a file just as it is opened)
+                    searcher, kept = self._open_reusing(leaves)
+                    return searcher
+                except OSError:
+                    if attempt == 9:
+                        raise
+                    time.sleep(0.05)
+            raise AssertionError("unreachable")  # pragma: no cover
+        finally:
+            reused = set(map(id, kept))
+            for leaf in leaves:             # the old searcher's readers nobody uses now
+                if id(leaf) not in reused:
+                    leaf.close()
+
+    def _open_reusing(self, leaves: list[Any]) -> tuple[Any, list[Any]]:
+        """(a searcher of the index's current segments, the readers of ``leaves`` it uses)."""
+        toc = self._ix._read_toc()
+        if len(toc.segments) < 2:       # nothing worth reusing: opened as Whoosh opens it
+            return self._ix.searcher(weighting=self._weighting), []
+        reusable = {leaf.segment().segment_id(): leaf for leaf in leaves
+                    if isinstance(leaf, SegmentReader) and leaf.segment() is not None}
+        readers, opened, kept = [], [], []
+        try:
+            for seg in toc.segments:
+                leaf = reusable.pop(seg.segment_id(), None)
+                if leaf is not None and set(leaf.segment().deleted_docs()) == set(seg.deleted_docs()):
+                    kept.append(leaf)
+                else:
+                    leaf = SegmentReader(self._ix.storage, toc.schema, seg, generation=toc.generation)
+                    opened.append(leaf)
+                readers.append(leaf)
+        except BaseException:
+            for leaf in opened:
+                leaf.close()
+            raise
+        release = getattr(self._ix.storage, "release_pages", None)
+        if release is not None:     # as a reopen of every segment would
+            release()
+        return whoosh.searching.Searcher(MultiReader(readers, generation=toc.generation),
+                                         weighting=self._weighting, fromindex=self._ix), kept
 
     def doc_count(self) -> int:
         with self._lock:
@@ -1505,8 +1595,11 @@ class _SnapshotPostings:
         self._df: dict[tuple[str, Any], int] = {}
         self.order = snap.order                   # ties by path (rank.Ranker.top)
         self.segments = p.segments
-        self.expand_prefix = p.expand_prefix
         self.terms_within = p.terms_within
+
+    def prefix_frequencies(self, fieldname: str, prefix: str) -> dict[str, int]:
+        terms = self._p.expand_prefix(fieldname, prefix)
+        return {t: n for t in terms if (n := self.doc_frequency(fieldname, t))}
 
     def doc_count_all(self) -> int:
         return len(self._snap.docs)

@@ -136,7 +136,9 @@ class Postings(Protocol):
     def doc_count_all(self) -> int: ...
     def field_length(self, fieldname: str) -> int: ...
     def doc_frequency(self, fieldname: str, text: str) -> int: ...
-    def expand_prefix(self, fieldname: str, prefix: str) -> Iterable[str]: ...
+    def prefix_frequencies(self, fieldname: str, prefix: str) -> dict[str, int]:
+        """Every term of the field starting with ``prefix``, with its document frequency."""
+        ...
     def terms_within(self, fieldname: str, text: str, maxdist: int,
                      prefix: int = 0) -> Iterable[str]: ...
 
@@ -311,9 +313,9 @@ class Ranker:
 
     def prefix_terms(self, r: Postings, prefix: str) -> list[str]:
         """The words ``prefix*`` expands to: the PREFIX_EXPANSION_LIMIT most frequent."""
-        found = [(r.doc_frequency("words", t), t) for t in r.expand_prefix("words", prefix.lower())]
-        top = heapq.nsmallest(PREFIX_EXPANSION_LIMIT, found, key=lambda x: (-x[0], x[1]))
-        return [t for _, t in top]
+        found = r.prefix_frequencies("words", prefix.lower())
+        top = heapq.nsmallest(PREFIX_EXPANSION_LIMIT, found.items(), key=lambda x: (-x[1], x[0]))
+        return [t for t, _ in top]
 
     def evaluate(self, r: Postings, n: Any, hl: set[str], docs_of: Callable[[Any], set[int]],
                  live: Callable[[], set[int]]) -> dict[int, float] | None:
