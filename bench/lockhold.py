@@ -13,9 +13,9 @@ merge of small index segments, and packing loose git objects (also run at close)
 Every time a thread of that process takes the vault lock, how long it kept it is
 recorded, split into the writes themselves (the main thread) and background work
 (timer threads, housekeeping), and the background holds also by the work done in
-them (``.git/index`` update or repair, index merge, packing).  Meanwhile a second process makes a write every
-0.2 s with a lock timeout of 1 s and counts how often it was refused and the longest
-it waited.  Reported: p50/p95/max of each kind of hold, the refusals, CPU beside
+them (``.git/index`` update or repair, index merge, packing).  Meanwhile a second
+process makes a write every 0.2 s with a lock timeout of 1 s and counts how often it
+was refused and the longest it waited.  Reported: p50/p95/max of each kind of hold, the refusals, CPU beside
 wall time, and the load average.
 """
 

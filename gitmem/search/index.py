@@ -883,7 +883,7 @@ def _merge_group(sizes: list[int], tier_factor: int, min_group: int, max_docs: i
         if max_docs is not None:
             taken, total = [], 0
             for i in sorted(members, key=sizes.__getitem__):
-                if total + sizes[i] > max_docs or len(taken) == (max_segments or len(members)):
+                if total + sizes[i] > max_docs or len(taken) == max_segments:
                     break
                 taken.append(i)
                 total += sizes[i]
@@ -1292,15 +1292,14 @@ class SearchIndex:
         leaves = [leaf for leaf, _ in old.reader().leaf_readers()]
         kept: list[Any] = []
         try:
-            for attempt in range(10):
+            for _ in range(9):
                 try:    # (as Whoosh retries: a merge may delete a file just as it is opened)
                     searcher, kept = self._open_reusing(leaves)
                     return searcher
                 except OSError:
-                    if attempt == 9:
-                        raise
                     time.sleep(0.05)
-            raise AssertionError("unreachable")  # pragma: no cover
+            searcher, kept = self._open_reusing(leaves)
+            return searcher
         finally:
             reused = set(map(id, kept))
             for leaf in leaves:             # the old searcher's readers nobody uses now
@@ -1328,9 +1327,7 @@ class SearchIndex:
             for leaf in opened:
                 leaf.close()
             raise
-        release = getattr(self._ix.storage, "release_pages", None)
-        if release is not None:     # as a reopen of every segment would
-            release()
+        self._ix.storage.release_pages()    # as a reopen of every segment would
         return whoosh.searching.Searcher(MultiReader(readers, generation=toc.generation),
                                          weighting=self._weighting, fromindex=self._ix), kept
 

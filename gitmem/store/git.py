@@ -793,8 +793,9 @@ class IndexLayout(NamedTuple):
     def save(self, path: Path) -> None:
         """Leave the layout for the next process that updates this ``.git/index`` (best
         effort: a cache, checked against the index's trailer when read)."""
-        starts = array("q", self.starts)
-        if sys.byteorder == "big":
+        starts = self.starts
+        if sys.byteorder == "big":      # (a copy only there: stored little-endian)
+            starts = array("q", starts)
             starts.byteswap()
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
@@ -858,15 +859,15 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
     version, count = struct.unpack_from(">LL", data, 4)
     if version not in (2, 3):
         return None
-    if layout is None or not layout.fits(data, count):
-        layout = IndexLayout.load(shared) if shared is not None else None
+    if (layout is None or not layout.fits(data, count)) and shared is not None:
+        layout = IndexLayout.load(shared)
     if layout is not None and layout.fits(data, count):
         starts, entries_end = layout.starts, layout.entries_end
     else:
-        found_layout = _index_layout(data, count)
-        if found_layout is None:
+        read = _read_layout(data, count)
+        if read is None:
             return None
-        starts, entries_end = found_layout
+        starts, entries_end = read
 
     def name_at(i: int) -> bytes:
         at = starts[i] + 62
@@ -922,7 +923,7 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
     return done
 
 
-def _index_layout(data: bytes, count: int) -> tuple[array, int] | None:
+def _read_layout(data: bytes, count: int) -> tuple[array, int] | None:
     """(offset of each entry, offset past the last entry) of a version 2 or 3 index's
     bytes, or None when :func:`_splice_index` does not handle it."""
     import struct
