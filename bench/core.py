@@ -17,8 +17,8 @@ search, before any timing.)  From 50,000 memories ``--samples`` defaults to 100.
 It then measures on that vault:
 
 * create latency, the whole operation a user waits for: ``vault.add`` with the
-  search index open (commit, index, MEMORY.md) and ``vault.flush()`` (the
-  ``.git/index`` update, otherwise deferred), wall and CPU time, add and flush
+  search index open (commit, index, MEMORY.md, ``.git/index``) and ``vault.flush()``
+  (with an older gitmem, the ``.git/index`` update), wall and CPU time, add and flush
   also apart; the git CLI doing the same create (write the file, ``git add``,
   ``git commit``, plainly and with ``core.fsync=committed``) in a ``cp -a`` copy of
   the vault, interleaved create by create (``sync`` before each, not timed), and

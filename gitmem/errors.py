@@ -21,9 +21,10 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
-__all__ = [
+__all__ = [  # the error classes (from_system_error is a helper, not re-exported by gitmem)
     "GitmemError",
     "InvalidInput",
     "InvalidPath",
@@ -199,10 +200,13 @@ class LockTimeout(GitmemError):
 
 
 class StorageError(GitmemError):
-    """The file system or git repository failed underneath gitmem."""
+    """The file system or git repository failed underneath gitmem (a full disk, an
+    I/O error, a read-only file system, a damaged cache file)."""
 
     code = "storage_error"
     exit_code = 1
+    default_hint = ("Check the disk (free space, permissions, errors), then retry; no acknowledged "
+                    "write is lost and 'gitmem doctor' checks the vault.")
 
 
 class NotInstalled(GitmemError):
@@ -256,3 +260,36 @@ class SecretDetected(InvalidInput):
     code = "secret_detected"
     default_hint = ("Remove the secret (or write [REDACTED]) and retry. To store it anyway, or to have "
                     "gitmem redact it, set 'secrets: allow' or 'secrets: redact' in .gitmem.yaml.")
+
+
+# errno values that mean "the storage failed", not "gitmem has a bug".
+_STORAGE_ERRNOS = frozenset(getattr(errno, name) for name in (
+    "ENOSPC", "EDQUOT", "EIO", "EROFS", "EFBIG", "EACCES", "EPERM", "EMFILE", "ENFILE", "ENOLCK")
+    if hasattr(errno, name))
+# SQLite primary result codes (sqlite3 exceptions' ``sqlite_errorcode & 0xff``).
+_SQLITE_BUSY = frozenset({5, 6})   # SQLITE_BUSY, SQLITE_LOCKED
+_SQLITE_STORAGE = frozenset({3, 8, 10, 11, 13, 14, 15, 26})
+# SQLITE_PERM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN, PROTOCOL, NOTADB
+
+
+def from_system_error(exc: BaseException, what: str = "the vault") -> GitmemError | None:
+    """The :class:`GitmemError` an operating-system or SQLite error stands for, or None
+    when it stands for none (a bug: the caller reports it as such).
+
+    A full disk, an I/O error or a read-only file system (``OSError``, or SQLite's
+    ``SQLITE_FULL``, ``SQLITE_IOERR`` ...) is :class:`StorageError`; SQLite still busy
+    after its timeout is :class:`LockTimeout`.  ``what`` names what failed, for the message.
+    SQLite errors are recognised by their ``sqlite_errorcode`` (not imported here)."""
+    if isinstance(exc, GitmemError):
+        return exc
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        if code & 0xFF in _SQLITE_BUSY:
+            return LockTimeout(f"{what} stayed locked by another gitmem process ({exc})")
+        if code & 0xFF in _SQLITE_STORAGE:
+            return StorageError(f"{what}: {exc}")
+        return None
+    if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return StorageError(f"{what}: {exc.strerror or exc}{where}")
+    return None

@@ -65,9 +65,10 @@ def open_services(root: Path, *, author: Identity | None, clock: Clock, lock_tim
     ``on_lock`` runs each time this process takes the vault lock (crash recovery:
     whoever takes the lock first finishes a write whose process was killed)."""
     git = GitStore(root)
+    git.index_lock_timeout = lock_timeout   # a write waits as long for git's index.lock
     config = VaultConfig.load(root)
     state_dir = git.git_dir / "gitmem"
-    store = Storage(root=root, git=git, catalog=Catalog(state_dir / "catalog.sqlite"),
+    store = Storage(root=root, git=git, catalog=Catalog(state_dir / "catalog.sqlite", busy_timeout=lock_timeout),
                     lock=VaultLock(state_dir / "lock", timeout=lock_timeout, on_acquire=on_lock),
                     config=config, clock=clock, author=author or config.author, state_dir=state_dir)
     # Every commit and fast-forward passes these before git stores anything (write/checks.py).

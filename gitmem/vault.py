@@ -5,8 +5,10 @@ method.  A Vault owns the services one open vault is made of
 (:mod:`gitmem.services`) and each public method hands the call to one of them:
 reads to the :class:`~gitmem.store.reader.Reader`, writes through the
 :class:`~gitmem.write.pipeline.WritePipeline` (each write is one commit made
-under the vault lock), searches to the :class:`~gitmem.search.service.SearchService`.
-Reads never take the lock and never write a memory file.
+under the vault lock, preceded by a pure-rename commit when it moves memories and
+changes their text, so ``git log --follow`` keeps their history), searches to the
+:class:`~gitmem.search.service.SearchService`.  Reads never take the lock and
+never write a memory file.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dulwich.file import FileLocked
 
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
 from .errors import Conflict, InvalidInput, InvalidMetadata, NotAVault, NotFound
-from .exchange.import_formats import markdown_notes
+from .exchange.import_formats import notes_to_copy
 from .memory.schema import Memory
 from .services import Services, open_services
 from . import safefs
@@ -113,12 +115,16 @@ class Vault:
             lock_timeout=lock_timeout, on_lock=self._recover)
         self._closed = False
         git = self.services.store.git
-        if needs_recovery(git) or git.index_dirty():
-            with self.lock.hold():
-                try:
-                    git.repair_index()  # a writer died before syncing .git/index
-                except FileLocked:
-                    pass  # git holds index.lock: still marked; close() or the next process repairs it
+        if needs_recovery(git) or git.index_dirty() or (self.state_dir / PURGE_JOURNAL).exists():
+            # Upkeep, not a precondition of reading: only if the lock is free now.  A
+            # live holder ran this same recovery when it took the lock (VaultLock's
+            # on_acquire), so a busy lock means there is nothing half-done to read.
+            with self.lock.try_hold() as held:
+                if held:
+                    try:
+                        git.repair_index()  # a writer died before syncing .git/index
+                    except FileLocked:
+                        pass  # git holds index.lock: still marked; the next writer repairs it
         _live_vaults.add(self)
 
     # ------------------------------------------------------------ the parts
@@ -209,27 +215,29 @@ class Vault:
     def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> "Vault":
         """Open the vault at ``path`` (default: ``$GITMEM_VAULT``, else the current folder).
 
-        Like git, a folder inside a vault opens that vault: the search goes up
-        from ``path`` to the first folder holding ``.gitmem.yaml`` (or, for
-        ``path`` itself, a ``.git`` folder), and stops at the file system root
-        or at a git repository that is not a gitmem vault.
+        A vault is a git repository holding ``.gitmem.yaml`` (in its folder, or
+        in its last commit when the file was only deleted from disk); any other
+        repository is refused with :class:`NotAVault`, so gitmem never writes
+        into a code repository by mistake.  Like git, a folder inside a vault
+        opens that vault: the search goes up from ``path`` and stops at the
+        first git repository (a vault or not) or at the file system root.
         """
         chosen = path if path is not None else os.environ.get("GITMEM_VAULT") or "."
         start = Path(os.path.abspath(Path(chosen).expanduser()))
         if not start.is_dir():
             raise NotAVault(f"{start} does not exist" if not start.exists()
                             else f"{start} is not a folder")
-        if (start / ".git").is_dir():  # the folder itself: any git repository opens
-            return cls(start, **kwargs)
         folder = start
         while True:
-            if (folder / CONFIG_NAME).is_file() and (folder / ".git").is_dir():
+            if (folder / ".git").is_dir() and _is_vault(folder):
                 return cls(folder, **kwargs)
             if (folder / ".git").exists():
-                raise NotAVault(f"{start} is not in a gitmem vault (the git repository at {folder} "
-                                f"has no {CONFIG_NAME})")
+                raise NotAVault(f"{start} is a git repository but not a gitmem vault (no {CONFIG_NAME})"
+                                if folder == start else f"{start} is not in a gitmem vault (the git "
+                                f"repository at {folder} has no {CONFIG_NAME})", hint=_NOT_A_VAULT_HINT)
             if folder.parent == folder:
-                raise NotAVault(f"{start} is not a gitmem vault (nor is any folder above it)")
+                raise NotAVault(f"{start} is not a gitmem vault (nor is any folder above it)",
+                                hint=_NOT_A_VAULT_HINT)
             folder = folder.parent
 
     @classmethod
@@ -245,7 +253,9 @@ class Vault:
         under ``import_tier`` with its folders (``Projects/x.md`` ->
         ``long_term/Projects/x.md``).  Hidden folders (``.obsidian``, ``.trash``)
         and symbolic links are skipped.  ``progress(done, total)`` is called as
-        notes are read.  What was imported is in ``vault.import_report``.
+        notes are read.  What was imported is in ``vault.import_report``; its
+        ``skipped`` lists what was left out and why (a gitmem vault inside the
+        folder, a file name a vault cannot hold such as ``aux.md``).
         """
         root = Path(path).expanduser()
         if (root / CONFIG_NAME).exists():
@@ -260,13 +270,14 @@ class Vault:
         if source is not None and import_tier not in config.tiers:
             raise InvalidInput(f"unknown tier {import_tier!r} for the imported notes",
                                hint=f"Tiers: {', '.join(config.tiers)}.")
-        plan = list(markdown_notes(source, config.tiers, import_tier)) if source is not None else []
+        plan, left_out = notes_to_copy(source, config.tiers, import_tier) if source is not None else ([], [])
         made = [root] if not root.exists() else [] if (root / ".git").exists() else [root / ".git"]
         vault: Vault | None = None
         try:
             GitStore.init(root).close()
             vault = cls(root, author=author, clock=clock)
             _first_commit(vault, config, config_text, source, plan, import_tier, progress)
+            vault.import_report["skipped"] = [{"path": rel, "reason": why} for rel, why in left_out]
         except BaseException:
             # Nothing was committed (a secret or a bad note in the folder, a full disk ...):
             # what init made goes again, so the folder reads as it did and init can be rerun.
@@ -293,24 +304,35 @@ class Vault:
     def close(self) -> None:
         """Sync ``.git/index`` with HEAD and release resources (idempotent).
 
-        If git holds ``index.lock``, the index update is retried for up to
-        ten seconds; after that it stays marked dirty and the next process that
-        opens the vault repairs it.
+        Only a Vault that wrote takes the vault lock here: one that only read
+        closes without waiting for any other process.  If git holds
+        ``index.lock``, the index update is retried for up to ten seconds; after
+        that it stays marked dirty and the next writer repairs it.
         """
         if self._closed:
             return
         pipeline = self.services.pipeline
-        # Marked closed only after the flush: if a signal ends the process meanwhile
-        # (SystemExit), the atexit handler's close() runs the flush again.
-        flushed = pipeline.flush(_CLOSE_FLUSH_TIMEOUT)
-        try:  # without the vault lock (it waits for a run of the idle timer under way)
-            self.git.housekeep(closing=True)
-        except Exception:  # noqa: BLE001 - packing can wait for the next process
-            pass
+        # A Vault that never held the lock for a write (VaultLock.taken) only read: it
+        # has nothing to flush or pack, and closes without waiting for other processes.
+        wrote = self.lock.taken or self.git.index_pending > 0
+        flushed = True
+        if wrote:
+            # Marked closed only after the flush: if a signal ends the process meanwhile
+            # (SystemExit), the atexit handler's close() runs the flush again.
+            flushed = pipeline.flush(_CLOSE_FLUSH_TIMEOUT)
+            try:  # without the vault lock (it waits for a run of the idle timer under way)
+                self.git.housekeep(closing=True)
+            except Exception:  # noqa: BLE001 - packing can wait for the next process
+                pass
         self._closed = pipeline.closed = True
-        with self.lock.hold():
-            if not self.git.flush_index() or not flushed:
-                self.git.mark_index_dirty()  # given up: the next process to open the vault repairs it
+        # The other threads of this process (a write under way) are waited for; other
+        # processes only briefly, and only when a write of this process left index
+        # entries behind: closing never fails or hangs because another process is busy.
+        with self.lock.threads():
+            if wrote and (self.git.index_pending > 0 or not flushed):
+                with self.lock.try_hold(_CLOSE_FLUSH_TIMEOUT if flushed else 0.0) as held:
+                    if not (held and self.git.flush_index()):
+                        self.git.mark_index_dirty()  # given up: the next writer repairs it
             self.services.searcher.close()
             self.lock.close()  # other threads' later writes get VaultClosed, not a closed database
         self.git.repo.close()
@@ -373,7 +395,7 @@ class Vault:
         return self.services.searcher.list_as_of(as_of, want, need_tags, limit)
 
     def render_memory_index(self) -> bytes:
-        """The content ``MEMORY.md`` has for the vault as it is now."""
+        """The content ``MEMORY.md`` has for the memories committed at HEAD."""
         return self.services.memory_md.render()
 
     # -------------------------------------------------- reader
@@ -435,13 +457,13 @@ class Vault:
     def move(self, ref: str, tier: str, *, force: bool = False, author: str | Identity | None = None,
              extra_meta: Mapping[str, Any] | None = None, op: str = "move",
              body: str | None = None) -> Memory:
-        """Move a memory to another tier: one commit, a tracked rename (:meth:`Memories.move`)."""
+        """Move a memory to another tier: a tracked rename (:meth:`Memories.move`)."""
         return self.services.memories.move(ref, tier, force=force, author=author, extra_meta=extra_meta,
                                            op=op, body=body)
 
     def delete(self, ref: str, *, hard: bool = False, force: bool = False,
                author: str | Identity | None = None) -> Memory:
-        """Delete a memory in one commit (:meth:`Memories.delete`)."""
+        """Delete a memory (:meth:`Memories.delete`)."""
         return self.services.memories.delete(ref, hard=hard, force=force, author=author)
 
     # -------------------------------------------------- lifecycle
@@ -476,7 +498,7 @@ class Vault:
                  files: Sequence[str] | None = None, *, tags: Sequence[str] | None = None,
                  summarizer: Summarizer | None = None, force: bool = False,
                  author: str | Identity | None = None, **batch_filters: Any) -> Memory:
-        """The tiered compress flow as one commit: create ``summary`` in the next tier up, with
+        """The tiered compress flow as one write: create ``summary`` in the next tier up, with
         ``related: derived_from`` links to every source, and move every source into the archive
         (``status: archived``, ``archived_into: <summary id>``) (:meth:`Lifecycle.compress`)."""
         return self.services.lifecycle.compress(tier, summary, title, files, tags=tags,
@@ -485,7 +507,7 @@ class Vault:
 
     def archive(self, refs: Sequence[str], *, force: bool = False,
                 author: str | Identity | None = None) -> builtins.list[Memory]:
-        """Move memories into the archive tier in one commit (tracked renames)
+        """Move memories into the archive tier in one write (tracked renames)
         (:meth:`Lifecycle.archive`)."""
         return self.services.lifecycle.archive(refs, force=force, author=author)
 
@@ -498,7 +520,7 @@ class Vault:
     def merge(self, refs: Sequence[str], content: str | None = None, *,
               title: str | None = None, force: bool = False,
               author: str | Identity | None = None) -> MergeResult:
-        """Merge memories into a new one (one commit) (:meth:`Lifecycle.merge`)."""
+        """Merge memories into a new one, in one write (:meth:`Lifecycle.merge`)."""
         return self.services.lifecycle.merge(refs, content, title=title, force=force, author=author)
 
     def links(self, ref: str) -> Links:
@@ -546,10 +568,11 @@ class Vault:
         return self.services.history.restore(ref, rev, force=force, author=author)
 
     # -------------------------------------------------- searcher
-    def refresh(self, paths: Iterable[str] | None = None) -> RefreshReport:
-        """Bring the catalog and the search index up to date with the files
+    def refresh(self, paths: Iterable[str] | None = None, *, wait: bool = True) -> RefreshReport:
+        """Bring the catalog and the search index up to date with the files; ``wait=False``
+        does nothing (``busy``) while another process holds the vault lock
         (:meth:`SearchService.refresh`)."""
-        return self.services.searcher.refresh(paths)
+        return self.services.searcher.refresh(paths, wait=wait)
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the search index from the files; returns the number of memories
@@ -811,6 +834,27 @@ def _first_commit(vault: Vault, config: VaultConfig, config_text: bytes, source:
                                    [(mid, rel, "import") for mid, rel in imported], origin="person")
     vault.import_report = {"source": str(source) if source else None, "imported": len(imported),
                            "outside_tiers": outside, "import_tier": import_tier}
+
+
+_NOT_A_VAULT_HINT = ("Make a vault with 'gitmem init DIR', or name one with -C DIR / --vault DIR "
+                      "or GITMEM_VAULT=DIR.")
+
+
+def _is_vault(root: Path) -> bool:
+    """True when the git repository at ``root`` is a gitmem vault: ``.gitmem.yaml`` is in
+    its folder, or in HEAD's tree (a settings file deleted from disk only: the defaults
+    apply, and the vault stays a vault).  Every vault ``init`` made holds the file from its
+    first commit on; a repository that never had it is not a vault."""
+    if os.path.lexists(root / CONFIG_NAME):  # a link counts (doctor reports it; defaults apply)
+        return True
+    try:
+        store = GitStore(root)
+    except NotAVault:
+        return False
+    try:
+        return store.blob_sha_at(store.head(), CONFIG_NAME) is not None
+    finally:
+        store.repo.close()
 
 
 def _read_or(folder: Path | None, name: str, default: bytes) -> bytes:

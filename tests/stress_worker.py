@@ -11,7 +11,14 @@ the write returned), so the parent knows exactly which writes gitmem promised:
   them (atomic save, in-place save, new file) straight into the working tree,
   for ``gitmem watch`` to commit;
 * ``crash ROOT NAME SEED``: writes until killed (the crash test SIGKILLs it);
-* ``bench ROOT NAME N SEED``: N updates-or-adds, then prints when it started and ended.
+* ``bench ROOT NAME N SEED``: N updates-or-adds, then prints when it started and ended;
+* ``load-api``, ``load-cli``, ``load-mcp`` ``ROOT NAME N SEED``: N mixed writes (and a
+  read every few writes) through the Python API, the ``gitmem`` command or an MCP
+  stdio client (the official SDK against ``gitmem mcp``) that carry on past errors:
+  one JSON line per *attempt* (``ok``, ``code`` and ``seconds`` for each), for the
+  load test to tell acknowledged writes, refused ones and errors apart;
+* ``load-read ROOT NAME 0 SEED``: ``gitmem search``/``ls``/``show`` in a loop until
+  the file named by ``$GITMEM_LOAD_STOP`` appears, one line per read.
 
 Memories carry their worker's name in the title so workers never touch each
 other's memories: every memory's history is then fully known to one worker.
@@ -189,13 +196,201 @@ def bench(root: str, name: str, count: int, seed: int) -> None:
     say(worker=name, writes=count, seconds=elapsed, start=started, end=ended)
 
 
+# ------------------------------------------------------------------ load
+# The load modes never stop at an error: each attempt is one line, so the test can
+# count errors by code and check that no write reported as failed was committed.
+
+def attempt(worker: str, kind: str, op: str, started: float, **fields: Any) -> None:
+    """One attempt (a write or a read): ``ok`` or its error ``code``, and how long it took."""
+    say(worker=worker, kind=kind, op=op, seconds=round(time.monotonic() - started, 3), **fields)
+
+
+def _error_fields(exc: BaseException) -> dict[str, Any]:
+    from gitmem.errors import GitmemError
+    if isinstance(exc, GitmemError):
+        return {"ok": False, "code": exc.code, "message": exc.message}
+    return {"ok": False, "code": "exception", "message": f"{type(exc).__name__}: {exc}"}
+
+
+class _LoadPlan:
+    """The next write of one load worker (its own memories only) and what it knows."""
+
+    def __init__(self, name: str, seed: int) -> None:
+        self.name, self.rng, self.live = name, random.Random(seed), []  # type: list[str]
+
+    def next(self, i: int) -> tuple[str, dict[str, Any]]:
+        op = _pick_op(self.rng, self.live)
+        if op == "add":
+            return op, {"title": f"{self.name} note {i}", "body": f"{self.name} load body {i} about heron{i % 7}",
+                        "tier": self.rng.choice(TIERS)}
+        if op == "update":
+            return op, {"id": self.rng.choice(self.live), "append": f"{self.name} update {i}"}
+        if op == "move":
+            return op, {"id": self.rng.choice(self.live), "tier": self.rng.choice(TIERS)}
+        return op, {"id": self.live.pop(self.rng.randrange(len(self.live)))}  # deleted: never touched again
+
+    def done(self, op: str, memory_id: str | None) -> None:
+        if op == "add" and memory_id:
+            self.live.append(memory_id)
+
+
+def load_api(root: str, name: str, count: int, seed: int) -> None:
+    """``count`` writes through the Python API; a search and a get every 5th write."""
+    from gitmem import Vault
+    plan = _LoadPlan(name, seed)
+    vault = Vault.open(root, author=f"{name} <{name}@test>")
+    try:
+        _load_api_writes(vault, name, count, plan)
+    finally:
+        started = time.monotonic()
+        try:   # closing brings .git/index up to date under the vault lock: it may wait too
+            vault.close()
+        except Exception as exc:  # noqa: BLE001 - counted by the test
+            attempt(name, "close", "close", started, **_error_fields(exc))
+
+
+def _load_api_writes(vault: Any, name: str, count: int, plan: "_LoadPlan") -> None:
+    """The writes (and reads) of :func:`load_api`, on an open vault."""
+    for i in range(count):
+        op, args = plan.next(i)
+        started = time.monotonic()
+        try:
+            if op == "add":
+                m = vault.add(args["title"], args["body"], tier=args["tier"], tags=[name])
+            elif op == "update":
+                m = vault.update(args["id"], append=args["append"])
+            elif op == "move":
+                m = vault.move(args["id"], args["tier"])
+            else:
+                m = vault.delete(args["id"], hard=op == "hard_delete")
+        except Exception as exc:  # noqa: BLE001 - counted by the test
+            attempt(name, "write", op, started, **args, **_error_fields(exc))
+            continue
+        plan.done(op, m.id)
+        attempt(name, "write", op, started, ok=True, id=m.id, commit=m.commit, title=args.get("title"))
+        if i % 5 == 4 and plan.live:
+            started = time.monotonic()
+            try:
+                vault.search(f"{name} heron{i % 7}", limit=5)
+                vault.get(plan.rng.choice(plan.live))
+            except Exception as exc:  # noqa: BLE001 - counted by the test
+                attempt(name, "read", "search+get", started, **_error_fields(exc))
+            else:
+                attempt(name, "read", "search+get", started, ok=True)
+
+
+def _gitmem(root: str, name: str, *args: str) -> tuple[dict[str, Any], float]:
+    """Run one ``gitmem ... --json``: (its JSON, or the error it printed; seconds taken)."""
+    exe = [sys.executable, "-m", "gitmem", "--vault", root, "--author", f"{name} <{name}@test>"]
+    started = time.monotonic()
+    done = subprocess.run([*exe, *args, "--json"], capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    try:
+        out = json.loads(done.stdout) if done.stdout.strip() else {}
+    except json.JSONDecodeError:
+        out = {}
+    if done.returncode != 0 or "Traceback" in done.stderr:
+        error = out.get("error") if isinstance(out, dict) else None
+        error = error or {"code": "exception", "message": (done.stderr or done.stdout)[-500:]}
+        return {"error": {**error, "exit": done.returncode}}, seconds
+    return out, seconds
+
+
+def load_cli(root: str, name: str, count: int, seed: int) -> None:
+    """``count`` writes, one ``gitmem`` process each; a search every 10th write."""
+    plan = _LoadPlan(name, seed)
+    for i in range(count):
+        op, args = plan.next(i)
+        started = time.monotonic()
+        if op == "add":
+            out, _ = _gitmem(root, name, "add", args["title"], args["body"], "--tier", args["tier"])
+        elif op == "update":
+            out, _ = _gitmem(root, name, "edit", args["id"], "--append", args["append"])
+        elif op == "move":
+            out, _ = _gitmem(root, name, "mv", args["id"], args["tier"])
+        else:
+            out, _ = _gitmem(root, name, "rm", args["id"], *(["--hard"] if op == "hard_delete" else []))
+        if "error" in out:
+            attempt(name, "write", op, started, ok=False, **args, **out["error"])
+            continue
+        plan.done(op, out.get("id"))
+        attempt(name, "write", op, started, ok=True, id=out.get("id"), commit=out.get("commit"),
+                title=args.get("title"))
+        if i % 10 == 9:
+            started = time.monotonic()
+            out, _ = _gitmem(root, name, "search", f"{name} heron", "--limit", "3")
+            attempt(name, "read", "search", started, ok="error" not in out, **out.get("error", {}))
+
+
+def load_mcp(root: str, name: str, count: int, seed: int) -> None:
+    """``count`` writes as an MCP client (the official SDK) of ``gitmem mcp`` over stdio;
+    a search every 5th write."""
+    import anyio
+    import mcp
+
+    params = mcp.StdioServerParameters(
+        command=sys.executable, args=["-m", "gitmem", "mcp", "--vault", root, "--profile", "gitmem",
+                                      "--agent", name],
+        env={"GIT_CONFIG_NOSYSTEM": "1"})
+    plan = _LoadPlan(name, seed)
+
+    async def session() -> None:
+        async with mcp.Client(params) as client:
+            for i in range(count):
+                op, args = plan.next(i)
+                if op == "add":
+                    call = ("memory_add", {"content": args["body"], "title": args["title"], "tier": args["tier"]})
+                elif op == "update":
+                    call = ("memory_update", {"ref": args["id"], "append": args["append"]})
+                elif op == "move":
+                    call = ("memory_move", {"ref": args["id"], "tier": args["tier"]})
+                else:
+                    call = ("memory_delete", {"ref": args["id"], "hard": op == "hard_delete"})
+                started = time.monotonic()
+                result = await client.call_tool(*call)
+                out = result.structured_content or {}
+                if result.is_error:
+                    error = out.get("error") or {"code": "exception", "message": str(result.content)[:500]}
+                    attempt(name, "write", op, started, ok=False, **args, **error)
+                    continue
+                plan.done(op, out.get("id"))
+                attempt(name, "write", op, started, ok=True, id=out.get("id"), commit=out.get("commit"),
+                        title=args.get("title"))
+                if i % 5 == 4:
+                    started = time.monotonic()
+                    result = await client.call_tool("memory_search", {"query": f"{name} heron{i % 7}"})
+                    error = (result.structured_content or {}).get("error", {}) if result.is_error else {}
+                    attempt(name, "read", "search", started, ok=not result.is_error, **error)
+
+    anyio.run(session)
+
+
+def load_read(root: str, name: str, count: int, seed: int) -> None:
+    """``gitmem search``, ``ls`` and ``show`` in turn until ``$GITMEM_LOAD_STOP`` exists
+    (``count`` > 0: at most that many reads)."""
+    rng = random.Random(seed)
+    stop = os.environ["GITMEM_LOAD_STOP"]
+    shown = os.environ.get("GITMEM_LOAD_SHOW", "")
+    reads = 0
+    while not os.path.exists(stop) and (count <= 0 or reads < count):
+        kind = ("search", "ls", "show")[reads % 3]
+        args = {"search": ["search", f"heron{rng.randrange(7)}", "--limit", "5"], "ls": ["ls", "--limit", "20"],
+                "show": ["show", shown]}[kind]
+        started = time.monotonic()
+        out, _ = _gitmem(root, name, *args)
+        error = out.get("error") if isinstance(out, dict) else None
+        attempt(name, "read", kind, started, ok=error is None, **(error or {}))
+        reads += 1
+
+
 def main(argv: list[str]) -> None:
     mode, root, name = argv[0], argv[1], argv[2]
     if mode == "crash":
         crash(root, name, int(argv[3]))
         return
     count, seed = int(argv[3]), int(argv[4])
-    {"mixed": mixed, "cli": cli, "person": person, "bench": bench}[mode](root, name, count, seed)
+    {"mixed": mixed, "cli": cli, "person": person, "bench": bench, "load-api": load_api, "load-cli": load_cli,
+     "load-mcp": load_mcp, "load-read": load_read}[mode](root, name, count, seed)
 
 
 if __name__ == "__main__":

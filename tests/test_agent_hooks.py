@@ -8,10 +8,12 @@ conftest.py); commits are checked with the git CLI.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -410,3 +412,158 @@ def test_install_refuses_a_folder_that_is_not_a_vault(tmp_path: Path, project: P
     result = gitmem("agent", "install", AGENT, "--vault", str(tmp_path / "nothing"), cwd=project)
     assert result.returncode == 3
     assert not (project / ".claude").exists() and not (project / ".mcp.json").exists()
+
+
+# ------------------------------------------------------------- one note per session
+def session_notes(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "short_term").rglob("*.md") if "session-note" in p.read_text(encoding="utf-8"))
+
+
+def test_a_later_session_end_updates_the_sessions_one_note(vault_dir: Path, project: Path,
+                                                          tmp_path: Path) -> None:
+    transcript = write_transcript(tmp_path / "t.jsonl", CONVERSATION)
+    before = commits(vault_dir)
+    assert hook("session-end", session_payload(transcript), vault=vault_dir, cwd=project).returncode == 0
+    [note] = session_notes(vault_dir)
+    # The session goes on (resumed): one new turn, then it ends again.
+    write_transcript(transcript, CONVERSATION + [("user", "Now also run the NEW-TURN-MARKER suite")])
+    second = hook("session-end", session_payload(transcript), vault=vault_dir, cwd=project)
+    assert second.returncode == 0, second.stderr
+    assert session_notes(vault_dir) == [note]          # the same note, updated: no "-2" copy
+    text = note.read_text(encoding="utf-8")
+    assert "NEW-TURN-MARKER" in text and text.count("Please fix the flaky login test") == 1
+    assert len(commits(vault_dir)) == len(before) + 2
+    # Nothing new: no change, no commit.
+    third = hook("session-end", session_payload(transcript), vault=vault_dir, cwd=project)
+    assert third.returncode == 0 and "already saved" in third.stderr
+    assert len(commits(vault_dir)) == len(before) + 2
+    assert session_notes(vault_dir) == [note] and note.read_text(encoding="utf-8") == text
+    assert git(vault_dir, "status", "--porcelain") == ""
+
+
+# ------------------------------------------------------------- bounded hooks
+HOLDER = """\
+import sys, time
+from pathlib import Path
+from gitmem.store.locking import VaultLock
+with VaultLock(Path(sys.argv[1]) / ".git" / "gitmem" / "lock", timeout=60).hold():
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.fixture
+def locked(vault_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the vault lock (as gitmem takes it) past every hook's bound."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(vault_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def timed_hook(event: str, payload: Any, *, vault: Path, cwd: Path, within: float) -> subprocess.CompletedProcess[str]:
+    """A hook run as the agent runs it, killed (failing the test) if it outlives ``within`` s."""
+    return subprocess.run([sys.executable, "-m", "gitmem", "agent", "hook", AGENT, event, "--vault", str(vault)],
+                          cwd=cwd, input=json.dumps(payload), capture_output=True, text=True, timeout=within)
+
+
+def test_session_start_answers_while_another_process_holds_the_lock(vault_dir: Path, project: Path,
+                                                                    locked: subprocess.Popen[str]) -> None:
+    # The bound is 5 s; the timeout leaves room for a loaded machine starting Python.
+    result = timed_hook("session-start", {"source": "startup"}, vault=vault_dir, cwd=project, within=25)
+    assert result.returncode == 0, result.stderr
+    context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "Never force-push main" in context and "Prefers pytest" in context
+
+
+@pytest.mark.slow
+def test_session_end_while_locked_keeps_the_note_and_the_next_hook_commits_it(
+        vault_dir: Path, project: Path, tmp_path: Path) -> None:
+    transcript = write_transcript(tmp_path / "t.jsonl", CONVERSATION)
+    before = commits(vault_dir)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(vault_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        result = timed_hook("session-end", session_payload(transcript), vault=vault_dir, cwd=project, within=28)
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert result.returncode == 0 and result.stdout == ""
+    assert "kept in" in result.stderr and "Traceback" not in result.stderr
+    assert commits(vault_dir) == before
+    assert list((vault_dir / ".git" / "gitmem" / "hook-spool").glob("*.json"))
+    # The lock is free: the next note hook (another session here) commits both notes.
+    other = write_transcript(tmp_path / "u.jsonl", [("user", "SECOND-SESSION question"),
+                                                     ("assistant", "SECOND-SESSION answer")])
+    result = hook("session-end", dict(session_payload(other), session_id="sess-2"), vault=vault_dir, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert len(commits(vault_dir)) == len(before) + 2
+    bodies = "".join(p.read_text(encoding="utf-8") for p in session_notes(vault_dir))
+    assert "it now injects one" in bodies and "SECOND-SESSION answer" in bodies
+    assert not list((vault_dir / ".git" / "gitmem" / "hook-spool").glob("*.json"))
+    assert git(vault_dir, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_hook_stopped_by_a_signal_exits_0_without_a_traceback(signame: str, vault_dir: Path, project: Path,
+                                                                tmp_path: Path,
+                                                                locked: subprocess.Popen[str]) -> None:
+    transcript = write_transcript(tmp_path / "t.jsonl", CONVERSATION)
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps(session_payload(transcript)), encoding="utf-8")
+    with payload.open("rb") as stdin:
+        proc = subprocess.Popen([sys.executable, "-m", "gitmem", "agent", "hook", AGENT, "session-end",
+                                 "--vault", str(vault_dir)], cwd=project, stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait until the hook is waiting for the lock (its note is on disk by then).
+    spool = vault_dir / ".git" / "gitmem" / "hook-spool"
+    deadline = time.monotonic() + 60
+    while not list(spool.glob("*.json")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and list(spool.glob("*.json"))
+    proc.send_signal(getattr(signal, signame))
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert "Traceback" not in stderr and stderr.startswith("gitmem:")
+    assert list(spool.glob("*.json"))   # the note waits for the next hook
+
+
+def test_install_gives_each_hook_more_time_than_its_bound(vault_dir: Path, project: Path) -> None:
+    from gitmem.agents.coding_hooks import AGENTS
+    spec = AGENTS[AGENT]
+    assert spec.bounds == {"session-start": 5.0, "pre-compact": 20.0, "session-end": 20.0}
+    assert install(project, vault_dir).returncode == 0
+    hooks = json.loads((project / ".claude" / "settings.json").read_text(encoding="utf-8"))["hooks"]
+    for verb, event in spec.events.items():
+        [group] = hooks[event]
+        assert group["hooks"][0]["timeout"] >= spec.bounds[verb] + 5
+
+
+# ------------------------------------------------------------- uninstall, byte for byte
+ODD_SETTINGS = ('{\r\n\t"model":"opus" ,\r\n\t"hooks" : {"PreToolUse": [ {"matcher":"Bash","hooks":[{"type":"command",'
+                '"command":"./check.sh"}]} ]},\r\n\t"env": {"A": "\\u00e9"}\r\n}')
+ODD_MCP = '{"mcpServers": {"github": {"type": "http", "url": "https://example.invalid/mcp"}}}'
+
+
+def test_uninstall_puts_back_the_users_bytes(vault_dir: Path, project: Path, tmp_path: Path) -> None:
+    settings_file = project / ".claude" / "settings.json"
+    settings_file.parent.mkdir()
+    settings_file.write_bytes(ODD_SETTINGS.encode())
+    (project / ".mcp.json").write_bytes(ODD_MCP.encode())
+    assert install(project, vault_dir).returncode == 0
+    other = tmp_path / "other"
+    Vault.init(other, author="tester").close()
+    assert install(project, other).returncode == 0          # a reinstall keeps the first backup
+    assert settings_file.with_name("settings.json.gitmem-backup").read_bytes() == ODD_SETTINGS.encode()
+    result = gitmem("agent", "uninstall", AGENT, "--json", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert settings_file.read_bytes() == ODD_SETTINGS.encode()
+    assert (project / ".mcp.json").read_bytes() == ODD_MCP.encode()
+    assert json.loads(result.stdout)["changed"] is True

@@ -144,6 +144,8 @@ def test_no_private_attribute_is_reached_from_outside_its_class() -> None:
                 continue
             if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
                 continue
+            if isinstance(owner, ast.Name) and owner.id == "os" and node.attr == "_exit":
+                continue   # a public function of Python's os module, despite its name
             found.append(f"{module}:{node.lineno}: {ast.get_source_segment(source, node)}")
     assert found == []
 

@@ -183,6 +183,45 @@ def test_outside_any_vault_the_error_names_the_absolute_folder(tmp_path: Path) -
     assert f"the git repository at {plain_git}" in result.stderr
 
 
+def test_an_edit_that_changes_nothing_reports_unchanged_and_commits_nothing(vault_dir: Path) -> None:
+    added = run("add", "Stable fact", "Water boils at 100 C.", "--tag", "physics", "--json", cwd=vault_dir)
+    mid = json.loads(added.stdout)["id"]
+    head = git(vault_dir, "rev-parse", "HEAD")
+    for args in ((), ("--tag", "physics"), ("--title", "Stable fact")):
+        result = run("edit", mid[:8], *args, cwd=vault_dir)
+        assert result.returncode == 0 and result.stdout.startswith(f"unchanged {mid[:8]}"), (args, result.stdout)
+    as_json = json.loads(run("edit", mid[:8], "--tag", "physics", "--json", cwd=vault_dir).stdout)
+    assert "commit" not in as_json and as_json["tags"] == ["physics"]
+    assert git(vault_dir, "rev-parse", "HEAD") == head and git(vault_dir, "status", "--porcelain") == ""
+    assert run("edit", mid[:8], "--tag", "heat", cwd=vault_dir).stdout.startswith(f"updated {mid[:8]}")
+
+
+def test_a_code_repository_is_not_a_vault_for_any_front_door(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    (code / "src").mkdir(parents=True)
+    (code / "src" / "app.py").write_text("print('hi')\n")
+    git(code, "init", "-q")
+    git(code, "add", "-A")
+    git(code, "commit", "-q", "-m", "code")
+    head = git(code, "rev-parse", "HEAD")
+    for args, cwd in ((["add", "oops", "x"], code), (["ls"], code), (["add", "oops", "x"], code / "src"),
+                      (["-C", str(code), "add", "oops", "x"], tmp_path), (["mcp"], code)):
+        result = run(*args, cwd=cwd)
+        assert result.returncode == 3, (args, result.stderr)
+        assert "not a gitmem vault" in result.stderr or "not in a gitmem vault" in result.stderr, result.stderr
+        assert "gitmem init" in result.stderr and "--vault" in result.stderr and "GITMEM_VAULT" in result.stderr
+    from_env = run("add", "oops", "x", cwd=tmp_path, env={"GITMEM_VAULT": str(code)})
+    assert from_env.returncode == 3 and "not a gitmem vault" in from_env.stderr
+    # The coding-agent hooks without --vault run in the project: they save nothing there either.
+    payload = json.dumps({"session_id": "s1", "cwd": str(code), "transcript_path": str(tmp_path / "none.jsonl")})
+    for event in ("session-start", "session-end"):
+        hooked = run("agent", "hook", "claude-code", event, cwd=code, stdin=payload)
+        assert hooked.returncode == 0 and "not a gitmem vault" in hooked.stderr, hooked.stderr
+        assert "--vault" in hooked.stderr and hooked.stdout == ""
+    assert git(code, "rev-parse", "HEAD") == head and git(code, "status", "--porcelain") == ""
+    assert not (code / ".git" / "gitmem").exists() and not (code / "MEMORY.md").exists()
+
+
 # ------------------------------------------------------------ init --from
 def _notes_folder(tmp_path: Path) -> Path:
     """An Obsidian-like folder: notes in and outside tier folders, hidden folders, symlinks."""

@@ -261,11 +261,13 @@ class Sandbox:
         shutil.copy(REPO / "pyproject.toml", self.checkout / "pyproject.toml")
         self.bin = root / "bin"
         self.bin.mkdir()
-        wrapper = self.bin / "gitmem"
-        wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m gitmem "$@"\n')
-        wrapper.chmod(0o755)
-        for name in ("python", "python3"):
-            (self.bin / name).symlink_to(sys.executable)
+        # Scripts that exec this interpreter, not symbolic links to it: Python finds a virtual
+        # environment from the path it was started by (pyvenv.cfg above that bin/ folder), so a
+        # link here to a venv's python would run without the venv's packages.
+        for name, args in (("gitmem", ' -m gitmem "$@"'), ("python", ' "$@"'), ("python3", ' "$@"')):
+            wrapper = self.bin / name
+            wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)}{args}\n")
+            wrapper.chmod(0o755)
         self.cwd = self.checkout
         self.rc = 0
         self.env = {k: v for k, v in os.environ.items()
@@ -519,6 +521,17 @@ def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
                 CHECKS[name](block, box)
         elif block.lang in RUNNERS:
             RUNNERS[block.lang](block, box)
+
+
+def test_sandbox_python_and_gitmem_are_this_interpreter(tmp_path: Path) -> None:
+    """Also in a virtual environment: the docs' `python` and `gitmem` see its packages."""
+    box = Sandbox(tmp_path)
+    probe = "import sys, dulwich, gitmem; print(sys.prefix)"
+    for command in (f"python -c {shlex.quote(probe)}", f"python3 -c {shlex.quote(probe)}"):
+        rc, output = box.run(command, map_paths=False)
+        assert (rc, output.strip()) == (0, sys.prefix), f"{command}:\n{output}"
+    rc, output = box.run("gitmem --version")
+    assert rc == 0 and output.startswith("gitmem, version"), output
 
 
 def test_cli_reference_is_current() -> None:

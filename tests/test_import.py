@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from gitmem import Vault
 from gitmem.cli.main import cli
 from gitmem.errors import GitmemError
-from gitmem.exchange.import_formats import MAX_EXTRACT_CHARS, split_sections
+from gitmem.exchange.import_formats import MAX_EXTRACT_CHARS, VAULT_SKIPPED, split_sections
 from gitmem.exchange.importing import ImportReport
 
 from .conftest import FakeClock, assert_clean, git, snapshot
@@ -52,8 +52,19 @@ def invoke(root: Path, *args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def by_source(vault: Vault) -> dict[str, object]:
-    return {m.meta["source"]: vault.get(m.path) for m in vault.list(status=None) if m.meta.get("source")}
+def by_source(vault: Vault, folder: Path | None = None) -> dict[str, object]:
+    """Memories by ``source`` key; with ``folder``, by the key inside that folder (its
+    path taken out: ``claude-code:/tmp/x/CLAUDE.md#a`` -> ``claude-code:CLAUDE.md#a``)."""
+    return {inside(folder, m.meta["source"]) if folder else m.meta["source"]: vault.get(m.path)
+            for m in vault.list(status=None) if m.meta.get("source")}
+
+
+def inside(folder: Path, key: str) -> str:
+    """``key`` (a folder format's) without the folder it names, which must be ``folder``."""
+    kind, _, rest = key.partition(":")
+    place = os.path.realpath(folder if folder.is_dir() else folder.parent) + "/"
+    assert rest.startswith(place), (key, place)
+    return f"{kind}:{rest[len(place):]}"
 
 
 def assert_one_import_commit(vault: Vault, before: list[str]) -> None:
@@ -87,7 +98,7 @@ def assert_rerun_is_noop(vault: Vault, fmt: str, source: Path) -> None:
 def test_markdown_import_links_tags_and_idempotence(vault: Vault, tmp_path: Path, clock: FakeClock) -> None:
     source = copy_fixture("markdown", tmp_path)
     import_once(vault, "markdown", source, created=4)
-    found = by_source(vault)
+    found = by_source(vault, source)
     assert set(found) == {"markdown:Projects/Nordhav/Deploy checklist.md", "markdown:Staging database.md",
                           "markdown:People/Maya.md", "markdown:long_term/Running goal.md"}  # not .trash, .obsidian
     deploy = found["markdown:Projects/Nordhav/Deploy checklist.md"]
@@ -114,7 +125,7 @@ def test_markdown_import_links_tags_and_idempotence(vault: Vault, tmp_path: Path
     (source / "Staging database.md").write_text("# Staging database\n\nRefreshed at 03:00 CET now.\n")
     (source / "Release calendar.md").write_text("# Release calendar\n\nReleases on Tuesdays.\n")
     report = import_once(vault, "markdown", source, created=1, updated=2, unchanged=2)
-    assert {e.source for e in report.updated} == {"markdown:Staging database.md",
+    assert {inside(source, e.source) for e in report.updated} == {"markdown:Staging database.md",
                                                   "markdown:Projects/Nordhav/Deploy checklist.md"}
     assert "[[release-calendar|the calendar]]" in vault.get(deploy.id).body
     assert "03:00 CET" in vault.get("staging-database").body
@@ -137,7 +148,7 @@ def test_markdown_dry_run_from_the_cli_commits_nothing(vault: Vault, tmp_path: P
     assert snapshot(vault.root) == (head, files)
     code, out = invoke(vault.root, "import", "markdown", str(source), "--dry-run")
     assert out.startswith("dry run: would create 4, update 0; 0 unchanged, 0 skipped (nothing committed)")
-    assert "created   markdown:Staging database.md" in out
+    assert f"created   markdown:{os.path.realpath(source)}/Staging database.md" in out
 
 
 def test_init_from_and_import_share_one_folder_walk(tmp_path: Path) -> None:
@@ -183,7 +194,7 @@ def test_mcp_memory_entities_relations_and_updates(vault: Vault, tmp_path: Path)
 def test_agent_rules_sections_types_and_protection(vault: Vault, tmp_path: Path) -> None:
     source = copy_fixture("agent-rules", tmp_path) / "project"
     import_once(vault, "agent-rules", source, created=9)
-    types = {key: m.type for key, m in by_source(vault).items()}
+    types = {key: m.type for key, m in by_source(vault, source).items()}
     assert types == {
         "claude-code:CLAUDE.md#nordhav-data-platform": "semantic",
         "claude-code:CLAUDE.md#code-style": "rule",
@@ -199,9 +210,9 @@ def test_agent_rules_sections_types_and_protection(vault: Vault, tmp_path: Path)
     assert style.body == ("- Never edit generated models under `models/generated/`.\n"
                           "- Always use CTEs, one per source table.\n")
     assert style.tags == ["claude-code"] and style.meta["summary"] == "From CLAUDE.md"
-    commands = by_source(vault)["claude-code:CLAUDE.md#commands"]
+    commands = by_source(vault, source)["claude-code:CLAUDE.md#commands"]
     assert "# Build and test one model" in commands.body   # a comment in a code block is no heading
-    mdc = by_source(vault)["cursor:.cursor/rules/sql-style.mdc"]
+    mdc = by_source(vault, source)["cursor:.cursor/rules/sql-style.mdc"]
     assert mdc.title == "SQL style for dbt models" and mdc.meta["cursor_globs"] == "models/**/*.sql"
     assert_rerun_is_noop(vault, "agent-rules", source)
 
@@ -214,7 +225,7 @@ def test_agent_rules_sections_types_and_protection(vault: Vault, tmp_path: Path)
         "the source changed, but 'Code style' is a protected rule; import with --force (force=True) to update it"]
     assert report.commit is None and vault.head == head
     report = vault.import_from("agent-rules", source, force=True)
-    assert [e.source for e in report.updated] == ["claude-code:CLAUDE.md#code-style"]
+    assert [inside(source, e.source) for e in report.updated] == ["claude-code:CLAUDE.md#code-style"]
     assert commits(vault.root)[0].endswith("(forced)")
     assert "Forced: true" in git(vault.root, "log", "-1", "--format=%B")
     assert "named src_*" in vault.get("code-style").body
@@ -226,7 +237,7 @@ def test_agent_rules_claude_code_memory_folder_and_single_file(vault: Vault, tmp
     source = copy_fixture("agent-rules", tmp_path)
     report = vault.import_from("agent-rules", source / "claude-memory")
     assert report.counts()["created"] == 3
-    found = by_source(vault)
+    found = by_source(vault, source / "claude-memory")
     feedback = found["claude-code:feedback_testing.md"]
     assert feedback.title == "Integration tests hit a real database" and feedback.type == "correction"
     assert feedback.meta["summary"] == "Do not mock the warehouse in integration tests"
@@ -234,9 +245,88 @@ def test_agent_rules_claude_code_memory_folder_and_single_file(vault: Vault, tmp
     notes = found["claude-code:MEMORY.md#quick-notes"]
     assert notes.body == "- The CI runner is slow on Mondays.\n"  # index lines to topic files dropped
     report = vault.import_from("agent-rules", source / "project" / "AGENTS.md")
-    assert sorted(e.source for e in report.created) == ["agents-md:AGENTS.md#dev-environment-tips",
+    assert sorted(inside(source / "project", e.source) for e in report.created) == [
+        "agents-md:AGENTS.md#dev-environment-tips",
                                                         "agents-md:AGENTS.md#pr-instructions",
                                                         "agents-md:AGENTS.md#testing-instructions"]
+
+
+def _project(root: Path, architecture: str) -> Path:
+    root.mkdir(parents=True)
+    (root / "CLAUDE.md").write_text(f"# {root.name}\n\n## Architecture\n\n{architecture}\n\n"
+                                    "## Commands\n\nRun `make test`.\n")
+    return root
+
+
+def test_agent_rules_of_two_projects_are_two_sets_of_memories(vault: Vault, tmp_path: Path) -> None:
+    atlas = _project(tmp_path / "atlas", "A Django monolith.")
+    borealis = _project(tmp_path / "borealis", "Three Go services.")
+    import_once(vault, "agent-rules", atlas, created=2)
+    import_once(vault, "agent-rules", borealis, created=2)   # not "2 updated" in atlas's memories
+    assert_rerun_is_noop(vault, "agent-rules", atlas)
+    assert {inside(atlas, k): m.body for k, m in by_source(vault).items() if str(atlas) in k} == {
+        "claude-code:CLAUDE.md#architecture": "A Django monolith.\n",
+        "claude-code:CLAUDE.md#commands": "Run `make test`.\n"}
+    architecture = by_source(vault)[f"claude-code:{os.path.realpath(borealis)}/CLAUDE.md#architecture"]
+    assert architecture.body == "Three Go services.\n" and len(vault.list()) == 4
+    # The file itself names the same project as its folder does: the same keys.
+    assert vault.import_from("agent-rules", borealis / "CLAUDE.md").counts()["unchanged"] == 2
+
+
+def test_memories_imported_with_keys_without_the_project_keep_being_updated(vault: Vault, tmp_path: Path,
+                                                                            clock: FakeClock) -> None:
+    """Vaults from before keys named the folder: a re-import finds its memories by the old key
+    (and gives them the new one); another project's import does not take them."""
+    atlas = _project(tmp_path / "atlas", "A Django monolith.")
+    borealis = _project(tmp_path / "borealis", "Three Go services.")
+    import_once(vault, "agent-rules", atlas, created=2)
+    for memory in vault.list():  # the keys an earlier gitmem wrote: no folder
+        vault.update(memory.id, meta={"source": inside(atlas, memory.meta["source"])})
+    old = {m.meta["source"]: m for m in vault.list()}
+    assert set(old) == {"claude-code:CLAUDE.md#architecture", "claude-code:CLAUDE.md#commands"}
+    import_once(vault, "agent-rules", borealis, created=2)
+    assert {m.meta["source"]: m.body for m in vault.list() if m.id in {o.id for o in old.values()}} == {
+        k: m.body for k, m in old.items()}                    # atlas's memories untouched
+    clock.tick()
+    (atlas / "CLAUDE.md").write_text((atlas / "CLAUDE.md").read_text().replace("monolith", "monolith on Postgres"))
+    report = import_once(vault, "agent-rules", atlas, updated=2)
+    assert {e.id for e in report.updated} == {m.id for m in old.values()} and len(vault.list()) == 4
+    assert vault.get(old["claude-code:CLAUDE.md#architecture"].id).body == "A Django monolith on Postgres.\n"
+    assert {inside(atlas, vault.get(m.id).meta["source"]) for m in old.values()} == set(old)
+    assert_rerun_is_noop(vault, "agent-rules", atlas)
+
+
+def test_a_folder_above_the_vault_imports_no_vault_and_counts_every_note(tmp_path: Path) -> None:
+    parent = tmp_path / "P"
+    notes = {"ok.md": "# Fine\n\nA note.\n", "aux.md": "aux text\n", "nul.md": "# Nul\n\nnul text\n",
+             "notes/Con.md": "# Con\n\ncon text\n", "long_term/com1.md": "in a tier folder\n"}
+    for rel, text in notes.items():
+        (parent / rel).parent.mkdir(parents=True, exist_ok=True)
+        (parent / rel).write_text(text)
+    with Vault.init(parent / "deep" / "other", author="tester") as other:
+        other.add("Another vault's memory", "x")
+    with Vault.init(parent / "vault", author="tester") as vault:
+        vault.add("Own memory", "y")
+        first = vault.import_from("markdown", parent)
+        assert first.counts() == {"created": 5, "updated": 0, "unchanged": 0, "skipped": 2}, first.to_dict()
+        assert sorted(inside(parent, e.source) for e in first.created) == sorted(f"markdown:{r}" for r in notes)
+        assert sorted((e.title, e.reason) for e in first.skipped) == [
+            ("deep/other", VAULT_SKIPPED), ("vault", VAULT_SKIPPED)]
+        titles = sorted(m.title for m in vault.list())
+        assert titles == ["Con", "Fine", "Nul", "Own memory", "aux", "com1"], titles
+        again = vault.import_from("markdown", parent)
+        assert again.commit is None and again.counts()["unchanged"] == 5 and len(vault.list()) == 6
+        code, out = invoke(vault.root, "import", "markdown", str(parent))
+        assert code == 0 and "0 created, 0 updated, 5 unchanged, 2 skipped" in out
+        assert f"skipped   markdown:{os.path.realpath(parent)}/vault/  vault  ({VAULT_SKIPPED})" in out
+    # init --from copies notes at their paths: what a vault cannot hold is reported, not dropped.
+    made = Vault.init(tmp_path / "copy", from_dir=parent, author="tester")
+    made.close()
+    assert made.import_report["imported"] == 1
+    assert sorted(s["path"] for s in made.import_report["skipped"]) == sorted(
+        [*[r for r in notes if r != "ok.md"], "deep/other", "vault"])
+    result = run("init", "--from", str(parent), str(tmp_path / "copy2"))
+    assert result.returncode == 0 and "skipped   aux.md  (path 'aux.md' uses the reserved name" in result.stdout
 
 
 def test_split_sections_finds_the_level_to_cut_at() -> None:

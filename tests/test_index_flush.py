@@ -1,8 +1,8 @@
 """.git/index stays in line with HEAD while git holds index.lock now and then.
 
 An IDE polling ``git status`` takes ``.git/index.lock`` many times a second.
-gitmem's deferred ``.git/index`` update must retry until it gets through (and
-a CLI process must get it through before it exits), or a person's next plain
+A gitmem write takes the same lock before it moves the branch (waiting while git
+holds it) and writes ``.git/index`` before it returns, or a person's next plain
 ``git commit -a`` would commit a deletion of the memory gitmem just wrote.
 """
 
@@ -92,56 +92,64 @@ def test_index_is_synced_although_git_keeps_taking_index_lock(tmp_path: Path) ->
     vault.close()
 
 
-def test_close_retries_while_index_lock_is_held(tmp_path: Path) -> None:
+def test_a_write_waits_while_git_holds_index_lock(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     lock = root / ".git" / "index.lock"
     with Vault.init(root, author="tester") as vault:
         vault.flush()
+        head = git(root, "rev-parse", "HEAD").stdout
         lock.write_bytes(b"")   # git holds the lock ...
-        vault.add("Held", "Written while index.lock is held.")
         timer = threading.Timer(0.6, lock.unlink)   # ... and lets go a bit later
         timer.start()
-        vault.close()           # retries until the lock is gone
+        vault.add("Held", "Written while index.lock is held.")   # waits for it, then writes
         timer.join()
-    assert git(root, "status", "--porcelain").stdout == ""
+        assert git(root, "rev-parse", "HEAD").stdout != head
+        assert git(root, "status", "--porcelain").stdout == ""   # before close(): in step already
     assert not list((root / ".git" / "gitmem").glob("index-dirty*"))
 
 
-def test_close_gives_up_on_a_stuck_lock_and_the_next_process_repairs(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import gitmem.vault as vault_module
-    monkeypatch.setattr(vault_module, "_CLOSE_FLUSH_TIMEOUT", 0.3)
+def test_a_write_gives_up_on_a_stuck_lock_and_changes_nothing(tmp_path: Path) -> None:
+    from gitmem.errors import LockTimeout
     root = tmp_path / "vault"
     lock = root / ".git" / "index.lock"
     with Vault.init(root, author="tester") as vault:
         vault.flush()
+        vault.git.index_lock_timeout = 0.3
+        head = git(root, "rev-parse", "HEAD").stdout
         lock.write_bytes(b"")   # a lock nobody will release (a crashed git)
-        vault.add("Stuck", "Written while index.lock is stuck.")
-    assert list((root / ".git" / "gitmem").glob("index-dirty*"))   # close() returned, marked dirty
-    lock.unlink()
-    assert "?? " in git(root, "status", "--porcelain").stdout
-    with Vault.open(root):
-        pass                    # opening repairs the index
-    assert git(root, "status", "--porcelain").stdout == ""
+        with pytest.raises(LockTimeout) as caught:
+            vault.add("Stuck", "Written while index.lock is stuck.")
+        assert caught.value.code == "vault_busy" and "index.lock" in caught.value.message
+        assert git(root, "rev-parse", "HEAD").stdout == head   # HEAD never moves without the index
+        assert lock.read_bytes() == b""                         # git's lock is left alone
+        lock.unlink()
+        assert git(root, "status", "--porcelain").stdout == ""  # no file of the refused write
+        vault.add("Later", "Once the lock is gone.")
+        assert git(root, "status", "--porcelain").stdout == ""
+    assert not list((root / ".git" / "gitmem").glob("index-dirty*"))
 
 
-def test_a_cli_process_ended_by_sigterm_still_syncs_the_index(tmp_path: Path) -> None:
+def test_a_cli_write_waiting_for_index_lock_ends_cleanly_on_sigterm(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     Vault.init(root, author="tester").close()
     lock = root / ".git" / "index.lock"
-    lock.write_bytes(b"")   # the index update must wait: the process is still in close() ...
+    lock.write_bytes(b"")   # the write must wait for git ...
+    head = git(root, "rev-parse", "HEAD").stdout
     proc = subprocess.Popen([sys.executable, "-m", "gitmem", "--vault", str(root), "add", "Term",
                              "Body."], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    head = git(root, "rev-parse", "HEAD").stdout
+    from gitmem.store.locking import try_flock
 
-    def committed() -> bool:
-        return git(root, "rev-parse", "HEAD").stdout != head
+    def writing() -> bool:   # the process holds the vault lock: it is in its write
+        with try_flock(root / ".git" / "gitmem" / "lock", 0.0) as taken:
+            return not taken
 
-    assert wait_until(committed, 60)
-    proc.send_signal(signal.SIGTERM)   # ... when SIGTERM comes; the lock goes away after it
-    time.sleep(0.2)
-    lock.unlink()
+    assert wait_until(writing, 60)   # ... when SIGTERM comes
+    proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
+    lock.unlink()
+    assert git(root, "rev-parse", "HEAD").stdout == head
+    with Vault.open(root):
+        pass
     assert git(root, "status", "--porcelain").stdout == ""
 
 

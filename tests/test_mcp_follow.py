@@ -283,3 +283,22 @@ def test_follow_falls_back_to_polling_when_it_cannot_watch(vault: Vault,
         assert vault.search("genmaicha").total == 1
     finally:
         follower.stop()
+
+
+def test_polling_commits_an_edit_another_process_indexed_first(vault: Vault) -> None:
+    from gitmem.outside.follow import Follower
+    vault.search("warm")
+    follower = Follower(vault, "poll", auto_commit=True, poll_interval=0.0, rescan_interval=0.2).start()
+    try:
+        atomic_save(vault.root / "long_term/tea.md", note("Tea", "Sencha in the morning."))
+        with Vault.open(vault.root) as other:   # another follower indexes it first
+            other.refresh()
+        deadline = time.monotonic() + WAIT
+        while vault.git.read_at(vault.git.head(), "long_term/tea.md") is None:
+            assert time.monotonic() < deadline, "the poll never committed the edit"
+            follower.before_call()
+            time.sleep(0.05)
+    finally:
+        follower.stop()
+    vault.close()
+    assert git(vault.root, "status", "--porcelain") == ""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gitmem import Vault
-from gitmem.errors import Conflict, Protected
+from gitmem.errors import Conflict, NotAVault, Protected
 from gitmem.memory.markdown import parse_text
 
 from .conftest import FakeClock, assert_clean, git, assert_one_write
@@ -78,6 +78,28 @@ def test_noop_update_makes_no_commit(vault: Vault) -> None:
     before = commits(vault.root)
     vault.update(m.id, tags=["physics"])
     assert commits(vault.root) == before
+
+
+def test_a_write_that_would_change_only_the_time_stamp_makes_no_commit(vault: Vault, clock: FakeClock) -> None:
+    m = vault.add("Stable fact", "Water boils at 100 C.\n", tags=["physics"], importance=4)
+    rule = vault.add("Keep answers short", "One paragraph at most.\n", type="rule")
+    head = vault.head
+    for ref, change in ((m.id, {}), (m.id, {"add_tags": ["physics"]}), (m.id, {"tags": ["physics"]}),
+                        (m.id, {"remove_tags": ["not-there"]}), (m.id, {"title": "Stable fact"}),
+                        (m.id, {"body": "Water boils at 100 C.\n"}), (m.id, {"meta": {"importance": 4}}),
+                        (rule.id, {"title": "Keep answers short"})):  # a protected no-op needs no force
+        clock.tick()
+        same = vault.update(ref, **change)
+        assert same.commit is None and same.meta["updated"] == "2026-11-01T09:00:00Z", change
+    assert vault.head == head
+    from gitmem import Toolbox
+    box = Toolbox(vault, "gitmem", agent="bot")
+    result = box.call("memory_update", {"ref": m.id, "add_tags": ["physics"]})
+    assert "commit" not in result and result["tags"] == ["physics"]
+    assert vault.head == head
+    clock.tick()
+    changed = vault.update(m.id, add_tags=["heat"])
+    assert changed.commit and changed.meta["updated"] != "2026-11-01T09:00:00Z" and vault.head != head
 
 
 def test_update_modes(vault: Vault, clock: FakeClock) -> None:
@@ -277,6 +299,28 @@ def test_git_index_matches_head_after_close_and_after_a_crash(tmp_path: Path) ->
     script = ("import os, sys\nfrom gitmem import Vault\nv = Vault.open(sys.argv[1])\n"
               "v.add('written then crashed', 'x')\nos._exit(0)\n")
     subprocess.run([sys.executable, "-c", script, str(root)], check=True)
-    assert git(root, "status", "--porcelain") != ""  # .git/index is stale
-    Vault.open(root).close()  # the next open repairs it
+    assert git(root, "status", "--porcelain") == ""  # .git/index followed before the write returned
+    Vault.open(root).close()
     assert_clean(root)
+
+
+def test_a_vault_is_a_repository_with_gitmem_settings(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    git(plain, "init", "-q")
+    with pytest.raises(NotAVault) as refused:
+        Vault.open(plain)
+    assert "not a gitmem vault" in refused.value.message and "gitmem init" in (refused.value.hint or "")
+    assert not (plain / ".git" / "gitmem").exists()
+    # The settings file deleted from disk only: still a vault (defaults apply) ...
+    Vault.init(tmp_path / "v").close()
+    (tmp_path / "v" / ".gitmem.yaml").unlink()
+    with Vault.open(tmp_path / "v") as vault:
+        assert vault.add("Still a vault", "yes").commit
+    # ... and once the deletion is committed as well, it is no longer one: init makes it one again.
+    git(tmp_path / "v", "commit", "-q", "-a", "-m", "drop the settings")
+    with pytest.raises(NotAVault):
+        Vault.open(tmp_path / "v" / "long_term")
+    Vault.init(tmp_path / "v").close()
+    with Vault.open(tmp_path / "v") as vault:
+        assert [m.title for m in vault.list()] == ["Still a vault"]

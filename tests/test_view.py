@@ -216,10 +216,26 @@ def test_write_view_streams_the_same_page(history: tuple[Vault, dict[str, str]],
     data, _ = page_parts(page)
     assert (report.memories, report.commits) == (len(data["memories"]), len(data["commits"]))
     assert report.versions == sum(len(m[8]) for m in data["memories"])
+    assert report.removed == sum(1 for m in data["memories"] if m[4] == "removed") == 1  # counted in memories
     assert report.bytes == len(page.encode("utf-8")) and report.path == str(tmp_path / "page.html")
     assert data["generated"] == vault.now() and data["head"] == vault.head
     assert not list(tmp_path.glob(".page.html.*"))  # the temp file became the page
     assert not re.search(r"\{\{(csp|style|data|versions|script)\}\}", page)  # every slot of the template filled
+
+
+def test_every_count_of_memories_is_the_list_the_page_shows(history: tuple[Vault, dict[str, str]],
+                                                              tmp_path: Path) -> None:
+    """The CLI line, the JSON report and the page's header count the memories the Memories
+    tab lists: the removed one (a hard delete) included, and named."""
+    vault, _ = history
+    listed = len(page_parts(render_view(vault.services))[0]["memories"])
+    done = run("-C", str(vault.root), "view", "--out", str(tmp_path / "p.html"))
+    assert done.returncode == 0 and f"({listed} memories (1 removed), " in done.stdout, done.stdout
+    report = json.loads(run("-C", str(vault.root), "view", "--out", str(tmp_path / "p.html"), "--json").stdout)
+    assert (report["memories"], report["removed"]) == (listed, 1)
+    script = (tmp_path / "p.html").read_text()
+    assert 'el("b", null, fmt(mems.length)), " memories"' in script  # the header: the whole list
+    assert "var live" not in script
 
 
 def test_big_versions_are_cut(vault: Vault) -> None:
@@ -300,9 +316,12 @@ def test_cli_writes_the_page_where_asked(tmp_path: Path) -> None:
 def test_cli_serve_answers_on_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert run("init", "--from", str(SAMPLE), str(tmp_path / "v")).returncode == 0
     page = tmp_path / "page.html"
+    # Started as a shell starts a command in a terminal, where Ctrl-C reaches it: with SIGINT at
+    # its default. A test run started in the background (`pytest &`, nohup, some CI runners)
+    # ignores SIGINT, and a child inherits that: the server then never sees the Ctrl-C below.
     proc = subprocess.Popen([sys.executable, "-m", "gitmem", "-C", str(tmp_path / "v"), "view", "--serve",
                              "--out", str(page), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         while not lines or lines[-1] != "}\n":
@@ -397,6 +416,8 @@ def test_page_in_chromium_shows_timeline_and_a_diff(tmp_path: Path, clock: FakeC
     from selenium.webdriver.support.ui import Select
     Select(browser.find_element(By.ID, "f-author")).select_by_visible_text("atlas")
     assert browser.find_element(By.ID, "count-timeline").text == "2"  # the move and its rename half
+    listed = len(page_parts(page.read_text())[0]["memories"])
+    assert browser.find_element(By.ID, "summary").text.startswith(f"{listed} memories, ")
     atlas = sum(1 for m in page_parts(page.read_text())[0]["memories"] if m[5] == "atlas")
     assert browser.find_element(By.ID, "count-memories").text == str(atlas)
     browser.find_element(By.ID, "tab-memories").click()

@@ -360,6 +360,21 @@ def test_overflow_triggers_a_rescan_that_finds_missed_changes(seeded: Vault, sta
     assert any(line.startswith("rescan found 1 change") for line in lines)
 
 
+def test_overflow_commits_a_missed_change_another_process_indexed_first(seeded: Vault, start,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    root = seeded.root
+    watcher, lines = start(rescan_interval=3600)
+    monkeypatch.setattr(watcher, "on_event", lambda event: None)  # the kernel drops every event
+    data = write(root / "short_term" / "missed.md", NOTE.format(title="Missed", body="A missed mole."))
+    with Vault.open(root) as other:   # another follower (a gitmem mcp server) indexes it first
+        other.refresh()
+        assert other.search("mole").total == 1
+    logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
+    wait_for(lambda: head_has(root, "short_term/missed.md", data), "the commit after the overflow")
+    wait_for(lambda: watcher.idle, "the watcher to settle")
+    assert git(root, "status", "--porcelain") == ""
+
+
 def test_periodic_rescan_finds_missed_changes(seeded: Vault, start, monkeypatch: pytest.MonkeyPatch) -> None:
     root = seeded.root
     watcher, _ = start(rescan_interval=0.3)

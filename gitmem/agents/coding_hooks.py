@@ -9,15 +9,19 @@ system fixes that when it is told to run gitmem at the right moments:
   ``{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ...}}``;
 * **PreCompact** and **SessionEnd**: ``... pre-compact`` / ``... session-end`` read
   ``transcript_path`` from the hook's stdin JSON and save the last user/assistant
-  turns as one ``episodic`` memory in ``short_term`` (one commit, authored by the
-  agent).  A hook never fails the agent's session: on any error it prints one line
-  to stderr and exits 0.
+  turns as the session's one ``episodic`` memory in ``short_term`` (one commit,
+  authored by the agent; a later hook of the session updates it).  A hook never
+  fails the agent's session: on any error it prints one line to stderr and exits 0.
+  It answers within a bound (:attr:`AgentSpec.bounds`) whatever other processes
+  hold: reads never wait for the vault lock, and a note that cannot be committed in
+  time stays on disk for the next note hook (:func:`spool_session_note`).
 
 :func:`install` merges those hooks into the agent's ``settings.json`` and
 registers ``gitmem mcp`` in its MCP configuration; :func:`uninstall` removes
-exactly those entries.  Files are merged as JSON (unrelated keys kept, in order),
-written atomically, and backed up (``<file>.gitmem-backup``) before a change; a
-file that is not valid JSON is refused and left untouched.
+exactly those entries, putting back the file's bytes from before the install when
+nothing else changed.  Files are merged as JSON (unrelated keys kept, in order),
+written atomically, and backed up (``<file>.gitmem-backup``, kept from the first
+install) before a change; a file that is not valid JSON is refused and left untouched.
 
 Which agents: Claude Code only.  Its hook events, settings layering
 (``~/.claude/settings.json``, ``.claude/settings.json``) and MCP files
@@ -38,11 +42,12 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..errors import Conflict, InvalidInput, NotFound
+from ..errors import Conflict, InvalidInput, NotAVault, NotFound
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..vault import Vault
@@ -52,7 +57,7 @@ __all__ = [
     "FileResult", "InstallReport", "install", "uninstall", "status",
     "config_paths", "hook_command", "mcp_entry", "merge_hooks", "remove_hooks",
     "merge_mcp", "remove_mcp", "session_context", "transcript_turns", "save_session_note",
-    "run_hook",
+    "run_hook", "spool_session_note", "spooled_notes", "commit_spooled_notes", "SPOOL_DIR",
 ]
 
 #: Claude Code shows at most 10,000 characters of one ``additionalContext`` value
@@ -80,6 +85,7 @@ class AgentSpec:
     display: str
     events: Mapping[str, str]      # hook verb -> the agent's event name
     timeouts: Mapping[str, int]    # hook verb -> timeout, in the agent's unit
+    bounds: Mapping[str, float]    # hook verb -> seconds gitmem answers within (under timeouts)
     settings: Callable[[str, Path], Path]
     mcp_file: Callable[[str, Path], Path]
 
@@ -100,7 +106,10 @@ AGENTS: dict[str, AgentSpec] = {
         name="claude-code", display="Claude Code",
         events={"session-start": "SessionStart", "pre-compact": "PreCompact",
                 "session-end": "SessionEnd"},
-        timeouts={"session-start": 30, "pre-compact": 60, "session-end": 60},  # seconds
+        # A hook answers within its bound whatever other processes hold (run_hook); the
+        # timeout Claude Code is told leaves room above it, so it never kills a hook.
+        timeouts={"session-start": 10, "pre-compact": 30, "session-end": 30},  # seconds
+        bounds={"session-start": 5.0, "pre-compact": 20.0, "session-end": 20.0},
         settings=_claude_settings, mcp_file=_claude_mcp),
 }
 
@@ -289,7 +298,7 @@ class FileResult:
     """What happened to one configuration file."""
 
     path: Path
-    action: str                     # created | updated | unchanged | removed | absent
+    action: str                     # created | updated | unchanged | removed | restored | absent
     backup: Path | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -346,24 +355,31 @@ def _render(data: dict[str, Any], like: str | None) -> str:
     return out.replace("\n", "\r\n") if like and "\r\n" in like else out
 
 
-def _apply(plan: _Planned) -> FileResult:
+def _apply(plan: _Planned, *, keep_backup: bool = False) -> FileResult:
+    """Write ``plan``'s new content (or delete the file), backing the old bytes up first.
+    ``keep_backup``: an existing backup is the file as it was before gitmem's entries
+    were added, and is kept rather than replaced by a version holding them."""
     path = plan.path
     if plan.after is None:
         if plan.text is None:
             return FileResult(path, "absent")
-        backup = _backup(path)
+        backup = _backup(path, keep_backup)
         path.unlink()
         return FileResult(path, "removed", backup)
     if plan.text is not None and plan.after == plan.before:
         return FileResult(path, "unchanged")
     text = _render(plan.after, plan.text)
-    backup = _backup(path) if plan.text is not None else None
+    backup = _backup(path, keep_backup) if plan.text is not None else None
+    _write_atomic(path, text.encode("utf-8"), (path.stat().st_mode & 0o7777) if plan.text is not None else 0o644)
+    return FileResult(path, "created" if plan.text is None else "updated", backup)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = (path.stat().st_mode & 0o7777) if plan.text is not None else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -371,13 +387,35 @@ def _apply(plan: _Planned) -> FileResult:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return FileResult(path, "created" if plan.text is None else "updated", backup)
 
 
-def _backup(path: Path) -> Path:
-    backup = path.with_name(path.name + BACKUP_SUFFIX)
-    shutil.copy2(path, backup)
+def _backup_path(path: Path) -> Path:
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def _backup(path: Path, keep: bool = False) -> Path:
+    backup = _backup_path(path)
+    if not (keep and backup.exists()):
+        shutil.copy2(path, backup)
     return backup
+
+
+def _restore(plan: _Planned) -> FileResult | None:
+    """Put back the bytes the file had before install, when removing gitmem's entries
+    leaves exactly what its backup holds (the user changed nothing else since): byte
+    for byte, the backup then removed.  None when the backup does not match (the
+    entries are then removed from the file as it is now)."""
+    backup = _backup_path(plan.path)
+    try:
+        original = _load(backup)
+        data = backup.read_bytes()
+    except (InvalidInput, OSError):
+        return None
+    if original.text is None or original.before != (plan.after or {}):
+        return None
+    _write_atomic(plan.path, data, plan.path.stat().st_mode & 0o7777)
+    backup.unlink()
+    return FileResult(plan.path, "restored")
 
 
 # ------------------------------------------------------------- install
@@ -395,7 +433,7 @@ class InstallReport:
 
     @property
     def changed(self) -> bool:
-        return any(f.action in ("created", "updated", "removed") for f in self.files)
+        return any(f.action in ("created", "updated", "removed", "restored") for f in self.files)
 
     def to_dict(self) -> dict[str, Any]:
         return {"agent": self.agent, "scope": self.scope, "vault": self.vault,
@@ -434,7 +472,11 @@ def install(agent: str, vault: "Vault | str | os.PathLike[str]", *, scope: str =
                                   mcp_entry(agent, root, profile=profile, author=author, python=python),
                                   servers.path)
         plans.append(servers)
-    report = InstallReport(agent, scope, str(root), [_apply(p) for p in plans],
+    # Over gitmem's own entries (a reinstall), the backup made before the first install is kept.
+    had = [remove_hooks(settings.before, agent, settings.path)[1]]
+    if mcp:
+        had.append(remove_mcp(plans[1].before, mcp_name, plans[1].path)[1])
+    report = InstallReport(agent, scope, str(root), [_apply(p, keep_backup=k) for p, k in zip(plans, had)],
                            list(commands), mcp_name if mcp else None)
     if max_chars > 10_000:
         report.notes.append(f"{spec.display} shows at most 10,000 characters of session-start "
@@ -455,10 +497,18 @@ def uninstall(agent: str, *, scope: str = "project", project: str | os.PathLike[
     settings, servers = plans
     settings.after, removed_hooks = remove_hooks(settings.before, agent, settings.path)
     servers.after, removed_mcp = remove_mcp(servers.before, mcp_name, servers.path)
+    results = []
     for plan, removed in ((settings, removed_hooks), (servers, removed_mcp)):
+        if plan.text is None:
+            results.append(FileResult(plan.path, "absent"))
+            continue
+        restored = _restore(plan) if removed else None
+        if restored is not None:   # the user's own bytes, as they were before install
+            results.append(restored)
+            continue
         if removed and plan.after in ({}, {"mcpServers": {}}):
             plan.after = None  # nothing but what install put there
-    results = [_apply(p) if p.text is not None else FileResult(p.path, "absent") for p in plans]
+        results.append(_apply(plan))
     return InstallReport(agent, scope, None, results,
                          [], mcp_name if removed_mcp else None,
                          [] if removed_hooks or removed_mcp else ["nothing of gitmem's was installed here"])
@@ -578,34 +628,32 @@ def transcript_turns(path: str | os.PathLike[str], *, max_turns: int = NOTE_TURN
 
 
 # ------------------------------------------------------------- session notes
-_WHEN = {"pre-compact": "before compaction", "session-end": "at session end"}
-
-
 def save_session_note(vault: "Vault", payload: Mapping[str, Any], *, agent: str, verb: str,
-                      author: str | None = None, max_chars: int = NOTE_MAX_CHARS) -> Any:
-    """Save the end of the session's transcript as an ``episodic`` memory in
-    ``short_term`` (one commit, authored by ``author`` or ``agent``).
+                      author: str | None = None, max_chars: int = NOTE_MAX_CHARS,
+                      turns: list[tuple[str, str]] | None = None) -> Any:
+    """Save the end of the session's transcript as the session's one ``episodic`` memory
+    in ``short_term`` (one commit, authored by ``author`` or ``agent``).
 
-    Returns the :class:`~gitmem.ops.lifecycle.WriteResult`, or None when the
-    transcript has no user/assistant text.  The same extract saved twice (a
-    compaction right before the session ends) is ``skipped``: no second commit.
-    Secrets in the extract are redacted unless the vault's policy is ``allow``.
+    ``turns`` (``(role, text)`` pairs) are read from the payload's ``transcript_path``
+    when not given.  Returns the :class:`~gitmem.ops.lifecycle.WriteResult`, or None
+    when there is no user/assistant text.  A session has one note, keyed on its
+    ``session_id``: a later hook with new turns updates it (``updated``, one commit),
+    the same turns again (a compaction right before the session ends, a repeated
+    SessionEnd) are ``skipped`` with no commit, whichever ``verb`` saved them.  Secrets
+    in the extract are redacted unless the vault's policy is ``allow``.
     """
     from ..memory.secrets import policy_of, redact_text
     spec = agent_spec(agent)
-    path = payload.get("transcript_path")
-    if not isinstance(path, str) or not path.strip():
-        raise InvalidInput("the hook input has no transcript_path")
-    turns = transcript_turns(path)
+    if turns is None:
+        turns = transcript_turns(_transcript_of(payload))
     while turns and sum(len(t) + 20 for _, t in turns) > max_chars:
         turns = turns[1:]  # the oldest turns go first
     if not turns:
         return None
-    session = str(payload.get("session_id") or "unknown")[:80]
+    session = _session_of(payload)
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
-    detail = payload.get("trigger") or payload.get("reason")
-    when = _WHEN.get(verb, verb) + (f" ({detail})" if isinstance(detail, str) and detail else "")
-    lines = [f"{spec.display} session `{session}`" + (f" in `{cwd}`" if cwd else "") + f", saved {when}.",
+    # Nothing in the note depends on which hook saved it: the same turns make the same note.
+    lines = [f"{spec.display} session `{session}`" + (f" in `{cwd}`" if cwd else "") + ".",
              "", "## Last turns", ""]
     for role, text in turns:
         lines += [f"**{role.capitalize()}:** {text}", ""]
@@ -614,13 +662,82 @@ def save_session_note(vault: "Vault", payload: Mapping[str, Any], *, agent: str,
         body = redact_text(body)  # a chat log quotes tool output, keys included
     asked = next((t for r, t in reversed(turns) if r == "user"), turns[-1][1])
     topic = " ".join(asked.split())[:80].rstrip() or "session"
-    # Keyed on the turns alone: a compaction right before the session ends saves them once.
-    digest = hashlib.sha256("\n".join(f"{r}: {t}" for r, t in turns).encode("utf-8")).hexdigest()[:16]
     return vault.write(body, title=f"Session note: {topic}", type="episodic", tier="short_term",
                        tags=["session-note", agent], author=author or agent,
-                       external_write_id=f"{agent}-session-{session}-{digest}",
+                       external_write_id=f"{agent}-session-{session}", upsert=True,
                        source=f"{agent} session {session}",
-                       summary=f"Last turns of a {spec.display} session, saved {_WHEN.get(verb, verb)}.")
+                       summary=f"Last turns of a {spec.display} session.")
+
+
+def _transcript_of(payload: Mapping[str, Any]) -> str:
+    path = payload.get("transcript_path")
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidInput("the hook input has no transcript_path")
+    return path
+
+
+def _session_of(payload: Mapping[str, Any]) -> str:
+    return str(payload.get("session_id") or "unknown")[:80]
+
+
+# ------------------------------------------------------------- waiting notes
+#: Session notes a hook could not commit in time (another process held the vault lock):
+#: one JSON file per session in ``.git/gitmem/hook-spool/``, written before the hook
+#: waits for the lock and removed once committed.  The next note hook commits them.
+SPOOL_DIR = "hook-spool"
+
+
+def spool_session_note(vault: "Vault", payload: Mapping[str, Any], turns: list[tuple[str, str]], *,
+                       agent: str, verb: str, author: str | None = None) -> Path:
+    """Keep a session note's turns on disk (synced) until it is committed; one file per
+    session (a later hook of the session replaces it: its turns are the newer).  Returns
+    the file."""
+    from ..search.state import write_json_atomic
+    session = _session_of(payload)
+    folder = vault.state_dir / SPOOL_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{agent}-{hashlib.sha256(session.encode('utf-8')).hexdigest()[:16]}.json"
+    kept = {k: payload[k] for k in ("session_id", "cwd") if isinstance(payload.get(k), str)}
+    write_json_atomic(folder / name, {"agent": agent, "verb": verb, "author": author, "payload": kept,
+                                      "turns": [list(t) for t in turns]})
+    return folder / name
+
+
+def spooled_notes(vault: "Vault") -> list[Path]:
+    """The session notes waiting to be committed, oldest first."""
+    folder = vault.state_dir / SPOOL_DIR
+    try:
+        files = [f for f in folder.iterdir() if f.suffix == ".json" and not f.name.startswith(".")]
+    except OSError:
+        return []
+    return sorted(files, key=lambda f: (f.stat().st_mtime_ns, f.name))
+
+
+def commit_spooled_notes(vault: "Vault") -> dict[Path, Any]:
+    """Commit every waiting session note (caller holds the vault lock), oldest first;
+    each file is removed once its note is in a commit (unless a newer hook of the same
+    session replaced it meanwhile).  Returns file -> WriteResult, or the exception for a
+    note that could not be saved (its file stays)."""
+    done: dict[Path, Any] = {}
+    for file in spooled_notes(vault):
+        try:
+            data = file.read_bytes()
+            entry = json.loads(data)
+            turns = [(str(r), str(t)) for r, t in entry["turns"]]
+            done[file] = save_session_note(vault, entry.get("payload") or {}, agent=entry["agent"],
+                                           verb=entry.get("verb", "session-end"),
+                                           author=entry.get("author"), turns=turns)
+        except FileNotFoundError:
+            continue  # committed by another hook meanwhile
+        except Exception as exc:  # noqa: BLE001 - one bad note does not stop the others
+            done[file] = exc
+            continue
+        try:
+            if file.read_bytes() == data:
+                file.unlink()
+        except FileNotFoundError:
+            pass
+    return done
 
 
 # ------------------------------------------------------------- the hook entry
@@ -635,35 +752,69 @@ def _payload(stdin_text: str) -> dict[str, Any]:
 
 
 def run_hook(agent: str, verb: str, stdin_text: str, *, vault_path: str | None = None,
-             max_chars: int = DEFAULT_MAX_CHARS, author: str | None = None) -> tuple[str, str]:
+             max_chars: int = DEFAULT_MAX_CHARS, author: str | None = None,
+             deadline: float | None = None) -> tuple[str, str]:
     """Run one hook as the agent calls it and return ``(stdout, stderr)``.
 
     Never raises: whatever goes wrong becomes one ``gitmem: ...`` line for
     stderr, so the caller can exit 0 and the agent's session carries on.
+    Answers by ``deadline`` (a :func:`time.monotonic` time; default: the verb's
+    bound from now) whatever other processes hold: session-start only reads,
+    which never waits for the vault lock; a note hook keeps the note on disk
+    first (:func:`spool_session_note`), then waits for the lock until shortly
+    before the deadline, and if it stays busy leaves the note for the next hook.
     """
+    started = time.monotonic()
     try:
         spec = agent_spec(agent)
         if verb not in HOOK_VERBS:
             raise InvalidInput(f"unknown hook {verb!r}", hint=f"Use one of: {', '.join(HOOK_VERBS)}.")
         payload = _payload(stdin_text)
+        if deadline is None:
+            deadline = started + spec.bounds[verb]
         from ..vault import Vault
-        vault = Vault.open(vault_path, author=author or agent)
+        # The lock is waited for until LOCK_MARGIN before the deadline (a write then takes well under it).
+        wait = max(0.5, deadline - time.monotonic() - LOCK_MARGIN)
+        vault = Vault.open(vault_path, author=author or agent, lock_timeout=wait)
         try:
             if verb == "session-start":
                 context = session_context(vault, max_chars)
                 out = {"hookSpecificOutput": {"hookEventName": spec.events[verb],
                                               "additionalContext": context}}
                 return json.dumps(out, ensure_ascii=False) + "\n", ""
-            result = save_session_note(vault, payload, agent=agent, verb=verb, author=author)
+            return "", _save_note(vault, payload, agent=agent, verb=verb, author=author)
         finally:
             vault.close()
-        if result is None:
-            return "", "gitmem: no user or assistant text in the transcript; nothing saved\n"
-        if result.status == "skipped":
-            return "", f"gitmem: session note already saved ({result.memory.id[:8]})\n"
-        return "", ""
     except Exception as exc:  # noqa: BLE001 - a hook must never break the agent's session
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, NotAVault):  # say how to make or name one (the hook command takes --vault)
+            message += f". {exc.hint}"
         return "", f"gitmem: {verb} hook skipped: {message}\n"
 
 
+#: A note hook stops waiting for the vault lock this long before its deadline.
+LOCK_MARGIN = 4.0
+
+
+def _save_note(vault: "Vault", payload: Mapping[str, Any], *, agent: str, verb: str,
+               author: str | None) -> str:
+    """A note hook's work (see :func:`run_hook`); returns what it tells stderr."""
+    from ..errors import LockTimeout
+    turns = transcript_turns(_transcript_of(payload))
+    if not turns:
+        return "gitmem: no user or assistant text in the transcript; nothing saved\n"
+    file = spool_session_note(vault, payload, turns, agent=agent, verb=verb, author=author)
+    try:
+        with vault.lock.hold():
+            done = commit_spooled_notes(vault)
+    except LockTimeout:
+        return (f"gitmem: the vault stayed busy; the session note is kept in {file} and the next "
+                f"session note hook commits it\n")
+    result = done.get(file)
+    if isinstance(result, Exception):
+        raise result
+    if result is None and file.exists():   # replaced by a newer hook of this session: that one saves it
+        return ""
+    if result is not None and result.status == "skipped":
+        return f"gitmem: session note already saved ({result.memory.id[:8]})\n"
+    return ""

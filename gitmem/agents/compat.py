@@ -1,7 +1,7 @@
 """Drop-in tool profiles for three memory-tool contracts, ``agentos``, ``vault``
 and ``fsm``: their exact tool names, parameters and output shapes,
 each backed by one Vault call, each write one commit authored by the session's
-agent.
+agent (a move that changes the text: a pure-rename commit first).
 
 * ``agentos``: trace ids are ``mt_<gitmem id>`` (gitmem ids are UUID4s, so this
   is the contract's ``mt_<UUID>`` form); a bare gitmem id is accepted too.  An
@@ -126,7 +126,7 @@ def agentos_update(ctx: ToolContext, traceId: TraceId,  # noqa: N803 - the contr
 @tool("agentos", "memory_delete", destructive=True, idempotent=True, title="Delete memory trace")
 def agentos_delete(ctx: ToolContext, traceId: TraceId) -> dict[str, Any]:  # noqa: N803 - the contract's name
     """Soft-delete a memory trace by ID: it leaves search results but stays in the vault (archive) and
-    in git history for audit. Use when a memory is wrong or harmful. Writes one git commit. Returns
+    in git history for audit. Use when a memory is wrong or harmful. Committed to git. Returns
     {"deleted": true}, or {"deleted": false} if the trace was not found."""
     memory = _trace_memory(ctx, traceId)
     if memory is None:
@@ -199,7 +199,7 @@ def agentos_reflect(ctx: ToolContext,
                                                             "(currently ignored).", max_length=500)] | None = None
                     ) -> dict[str, Any]:
     """Trigger on-demand memory consolidation (like sleep): prune weak traces, merge near-identical ones,
-    promote old, often-retrieved traces. Use after working for a while. Writes at most one git commit.
+    promote old, often-retrieved traces. Use after working for a while. Commits to git at most once.
     If a consolidation is already running it returns at once with zero counts. Returns {"pruned",
     "merged", "derived", "compacted", "durationMs"}."""
     report = ctx.vault.reflect(author=ctx.author)
@@ -412,7 +412,8 @@ def fsm_update(ctx: ToolContext,
                tier: Annotated[FsmTier, Field(description="Move to a new tier.")] | None = None) -> dict[str, Any]:
     """Update an existing memory, goals and rules included: new content and/or tags (each replaces the old
     value), and/or move it to another tier (e.g. promote to mid_term). Writes one git commit (a tier
-    change is a tracked move; earlier versions stay in git history). Returns {"filename", "title", "tier",
+    change that also changes the content is a rename commit, then the change; earlier versions stay in
+    git history). Returns {"filename", "title", "tier",
     "type", "tags"}."""
     vault = ctx.vault
     memory = _fsm_find(ctx, filename)
@@ -459,7 +460,7 @@ def fsm_compress(ctx: ToolContext,
 def fsm_archive(ctx: ToolContext,
                 filenames: Annotated[list[Filename], Field(description="List of filenames to archive.",
                                                            max_length=1000)]) -> dict[str, Any]:
-    """Move memories to the archive tier (tracked moves in one git commit; still readable and searchable
+    """Move memories to the archive tier (tracked moves committed to git; still readable and searchable
     with tier archive). Goals and rules are refused. An empty list archives nothing (no commit). Returns
     {"archived": [filenames], "tier": "archive"}."""
     if not filenames:

@@ -151,7 +151,8 @@ def update(ctx: ToolContext, ref: Ref,
     """Change a memory in one git commit (the previous version stays in history). Give any of: content
     (replaces the body), append (adds a paragraph), old_text + new_text (exact replacement; old_text must
     occur exactly once), title, tags (replace) / add_tags / remove_tags, importance, confidence, summary.
-    Protected memories (goal, rule, constraint) are refused. Returns the memory without its body."""
+    Protected memories (goal, rule, constraint) are refused. Returns the memory without its body, with
+    "commit" only when something changed."""
     from ..errors import InvalidInput
     if (old_text is None) != (new_text is None):
         raise InvalidInput("old_text and new_text go together", hint="Pass both, or neither.")
@@ -168,8 +169,8 @@ def update(ctx: ToolContext, ref: Ref,
 @tool("gitmem", "memory_move", idempotent=True, title="Move memory")
 def move(ctx: ToolContext, ref: Ref,
          tier: Annotated[Tier, Field(description="The destination tier.")]) -> dict[str, Any]:
-    """Move a memory to another tier (short_term -> mid_term -> long_term; archive to retire it): one git
-    commit, a tracked rename. Protected memories are refused. Returns the memory without its body."""
+    """Move a memory to another tier (short_term -> mid_term -> long_term; archive to retire it): a
+    tracked rename in git (a rename commit, then the change). Protected memories are refused. Returns the memory without its body."""
     return _brief(ctx.vault.move(ref, tier, author=ctx.author))
 
 
@@ -177,7 +178,7 @@ def move(ctx: ToolContext, ref: Ref,
 def delete(ctx: ToolContext, ref: Ref,
            hard: Annotated[bool, Field(description="Remove the file instead of archiving it (default false).")
                            ] = False) -> dict[str, Any]:
-    """Delete a memory (one git commit). Default soft: status deleted, moved to the archive tier, left out
+    """Delete a memory (committed to git). Default soft: status deleted, moved to the archive tier, left out
     of search, still readable. hard: true removes the file. Both can be undone with memory_restore.
     Protected memories are refused. Returns the memory without its body."""
     return _brief(ctx.vault.delete(ref, hard=hard, author=ctx.author))
@@ -264,7 +265,8 @@ def compress(ctx: ToolContext,
              tags: Annotated[Tags, Field(description="Tags of the summary memory.")] | None = None
              ) -> dict[str, Any]:
     """Step 2 of compressing a tier: store your summary as a new memory in the next tier up and archive
-    the source files, all in one git commit (tracked moves; the sources stay readable in archive/).
+    the source files in one write (tracked moves: a rename commit, then the change; the sources stay
+    readable in archive/).
     Returns the summary memory without its body."""
     return _brief(ctx.vault.compress(tier, summary, title, files, tags=tags, author=ctx.author))
 
@@ -273,15 +275,15 @@ def compress(ctx: ToolContext,
 def archive(ctx: ToolContext,
             refs: Annotated[list[Ref], Field(description="The memories to archive.", min_length=1,
                                              max_length=1000)]) -> dict[str, Any]:
-    """Retire memories to the archive tier in one git commit (tracked moves; still readable, left out of
+    """Retire memories to the archive tier, committed to git (tracked moves; still readable, left out of
     search by default). Protected memories are refused. Returns {"archived": [memories]}."""
     return {"archived": [_brief(m) for m in ctx.vault.archive(refs, author=ctx.author)]}
 
 
 @tool("gitmem", "memory_unarchive", idempotent=True, title="Unarchive memory")
 def unarchive(ctx: ToolContext, ref: Ref) -> dict[str, Any]:
-    """Bring an archived memory back to the tier it came from (one git commit). Returns the memory
-    without its body."""
+    """Bring an archived memory back to the tier it came from (a tracked move, committed to git). Returns
+    the memory without its body."""
     return _brief(ctx.vault.unarchive(ref, author=ctx.author))
 
 
@@ -293,7 +295,7 @@ def merge(ctx: ToolContext,
                                                     "joined).", min_length=1, max_length=_CONTENT)] | None = None,
           title: Annotated[str, Field(description="Title of the merged memory.", min_length=1, max_length=200)
                            ] | None = None) -> dict[str, Any]:
-    """Merge memories that say the same thing into one (one git commit): the new memory gets your content
+    """Merge memories that say the same thing into one (committed to git): the new memory gets your content
     (or the sources' bodies joined), the union of tags, links to the sources; the sources are marked
     merged and archived. Returns {"memory": {...}, "sources": [ids]}."""
     result = ctx.vault.merge(refs, content, title=title, author=ctx.author)
@@ -305,8 +307,8 @@ def reflect(ctx: ToolContext,
             dry_run: Annotated[bool, Field(description="Only report what would change (default false).")] = False
             ) -> dict[str, Any]:
     """Consolidate the vault: expire what has expired, prune weak memories, merge near-identical ones,
-    promote memories that are retrieved often; at most one git commit. dry_run: true only reports the
-    plan. Returns {"pruned", "merged", "promoted", "expired", "duration_ms", "busy", "commit", "plan"}."""
+    promote memories that are retrieved often; commits to git only when something changes. dry_run: true
+    only reports the plan. Returns {"pruned", "merged", "promoted", "expired", "duration_ms", "busy", "commit", "plan"}."""
     return _dict(ctx.vault.reflect(dry_run, author=ctx.author))
 
 

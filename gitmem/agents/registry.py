@@ -356,6 +356,10 @@ class Toolbox:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - the promise: tools never raise to the agent
+            from ..errors import from_system_error
+            mapped = from_system_error(exc)   # a full disk, SQLite busy ...: not a bug
+            if mapped is not None:
+                return error_result(mapped.code, mapped.message, mapped.hint)
             return error_result("internal_error", f"{name} failed: {type(exc).__name__}: {exc}")
 
     def call_text(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> tuple[str, bool]:

@@ -176,7 +176,9 @@ def hook(ctx: click.Context, agent_name: str, verb: str, vault_path: str | None,
     Example:
       echo '{"session_id": "s1", "transcript_path": "t.jsonl"}' | gitmem agent hook claude-code session-end
     """
-    from ..agents.coding_hooks import DEFAULT_MAX_CHARS, run_hook
+    from ..agents.coding_hooks import AGENTS, DEFAULT_MAX_CHARS, run_hook
+    bound = AGENTS[agent_name].bounds.get(verb) if agent_name in AGENTS else None
+    deadline = _hook_guard(verb, bound)
     try:
         # Bytes, decoded leniently: the agent's locale may not be UTF-8.
         stdin_text = "" if sys.stdin.isatty() else sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -187,7 +189,7 @@ def hook(ctx: click.Context, agent_name: str, verb: str, vault_path: str | None,
     except ValueError:
         limit = DEFAULT_MAX_CHARS
     out, err = run_hook(agent_name, verb, stdin_text, vault_path=vault_path or ctx.obj.get("vault_path"),
-                        max_chars=limit, author=author)
+                        max_chars=limit, author=author, deadline=deadline)
     if extra:
         err += f"gitmem: ignored unknown arguments: {' '.join(extra)}\n"
     if out:
@@ -196,3 +198,32 @@ def hook(ctx: click.Context, agent_name: str, verb: str, vault_path: str | None,
     if err:
         sys.stderr.write(err)
     ctx.exit(0)
+
+
+def _hook_guard(verb: str, bound: float | None) -> float | None:
+    """Make this process a well-behaved hook: it exits 0 without a traceback when the
+    agent stops it (SIGTERM, SIGINT, SIGHUP: its timeout, or the user), and, as a last
+    resort, at ``bound`` seconds from now (whatever it is stuck on).  What a note hook
+    acknowledged is on disk before it waits for anything (coding_hooks.spool_session_note).
+    Returns the deadline the hook answers by (None without a bound)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    def leave(why: str) -> None:
+        try:
+            sys.stderr.write(f"gitmem: {verb} hook stopped ({why}); nothing acknowledged is lost\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(0)
+
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda signum, _frame: leave(signal.Signals(signum).name))
+    if bound is None:
+        return None
+    timer = threading.Timer(bound - 0.25, leave, args=(f"no answer within {bound:.0f}s",))
+    timer.daemon = True
+    timer.start()
+    return time.monotonic() + bound - 1.0

@@ -32,6 +32,10 @@ class GitmemGroup(click.Group):
         except KeyboardInterrupt:
             _fail(ctx, {"code": "interrupted", "message": "interrupted"}, 130)
         except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+            from ..errors import from_system_error
+            mapped = from_system_error(exc)   # a full disk, SQLite busy ...: not a bug
+            if mapped is not None:
+                _fail(ctx, mapped.to_dict(), mapped.exit_code)
             if os.environ.get("GITMEM_DEBUG"):
                 raise
             _fail(ctx, {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}",
@@ -66,7 +70,18 @@ def open_vault(ctx: click.Context) -> "Vault":
     """Open the vault named by --vault / $GITMEM_VAULT / the current folder."""
     from ..vault import Vault
     vault = Vault.open(ctx.obj.get("vault_path"), author=ctx.obj.get("author"))
-    ctx.call_on_close(vault.close)
+
+    def close() -> None:
+        # The command's work is done by now (a write is committed): failing to tidy up
+        # after it (.git/index stays marked for the next process to bring up to date)
+        # is a warning, never an error that would have a caller write it again.
+        try:
+            vault.close()
+        except Exception as exc:  # noqa: BLE001 - see above
+            if os.environ.get("GITMEM_DEBUG"):
+                raise
+            click.echo(f"warning: closing the vault: {exc}", err=True)
+    ctx.call_on_close(close)
     return vault
 
 

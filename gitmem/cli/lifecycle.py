@@ -51,8 +51,9 @@ def context(ctx: click.Context, as_markdown: bool, as_json: bool) -> None:
 def compress(ctx: click.Context, tier: str, summary: str | None, summary_file: Any, title: str | None,
              older_than_days: float | None, tag: str | None, mtype: str | None, max_chars: int | None,
              dry_run: bool, as_json: bool) -> None:
-    """Compress TIER: one commit that writes a summary memory in the next tier up
-    and moves every source into archive/ (status archived, archived_into).
+    """Compress TIER: write a summary memory in the next tier up and move every
+    source into archive/ (status archived, archived_into): a pure-rename commit,
+    then one commit with the changes.
 
     Protected types are never included.  Without --summary, gitmem writes a
     deterministic extractive summary (one line per source), so this works offline.
@@ -87,7 +88,7 @@ def compress(ctx: click.Context, tier: str, summary: str | None, summary_file: A
 @json_option
 @click.pass_context
 def archive(ctx: click.Context, refs: tuple[str, ...], force: bool, as_json: bool) -> None:
-    """Move memories (ids, titles or paths) into archive/ in one commit.
+    """Move memories (ids, titles or paths) into archive/ (renames, then the change).
 
     \b
     Example:
@@ -105,7 +106,7 @@ def archive(ctx: click.Context, refs: tuple[str, ...], force: bool, as_json: boo
 @json_option
 @click.pass_context
 def unarchive(ctx: click.Context, ref: str, tier: str | None, as_json: bool) -> None:
-    """Bring an archived memory back to its old tier, active again (one commit).
+    """Bring an archived memory back to its old tier, active again (a rename, then the change).
 
     \b
     Example:
@@ -124,8 +125,9 @@ def unarchive(ctx: click.Context, ref: str, tier: str | None, as_json: bool) -> 
 @click.pass_context
 def merge(ctx: click.Context, refs: tuple[str, ...], content: str | None, title: str | None,
           force: bool, as_json: bool) -> None:
-    """Merge two or more memories into a new one (one commit); the sources are
-    archived with merged_into and links to them are re-pointed.
+    """Merge two or more memories into a new one; the sources are archived with
+    merged_into and links to them are re-pointed (a pure-rename commit, then
+    one commit with the changes).
 
     \b
     Example:
@@ -144,7 +146,8 @@ def merge(ctx: click.Context, refs: tuple[str, ...], content: str | None, title:
 @click.pass_context
 def reflect(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Consolidate: expire, prune weak memories, merge near-duplicates, promote
-    often-retrieved episodes, fold retrieval counts; one commit listing it all.
+    often-retrieved episodes, fold retrieval counts; one commit listing it all
+    (after a pure-rename commit when memories change tier).
 
     Protected memories are never touched.  Thresholds live in .gitmem.yaml
     (reflect:).

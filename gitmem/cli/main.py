@@ -38,13 +38,14 @@ Docs: README.md and docs/ (docs/cli-reference.md: every command)."""
 def cli(ctx: click.Context, vault_path: str | None, author: str | None) -> None:
     """gitmem: a Git-backed Markdown memory vault for LLM agents.
 
-    Every write is one git commit; memories are Markdown files with YAML
-    frontmatter in tier folders (short_term, mid_term, long_term, archive).
+    Every write is a git commit (a move that changes the text: a pure rename,
+    then the change); memories are Markdown files with YAML frontmatter in
+    tier folders (short_term, mid_term, long_term, archive).
 
     \b
     Example:
-      gitmem init --from sample-vault my-vault
-      cd my-vault && gitmem add "Prefers dark mode" "Use dark themes." --type preference
+      gitmem demo my-vault   # the bundled sample: a vault, a search, git log
+      cd my-vault && gitmem add "Standing desk" "Arrives Friday." --type fact
       gitmem ls --tier short_term
     """
     ctx.ensure_object(dict)
@@ -130,7 +131,7 @@ def init(ctx: click.Context, directory: str, from_dir: str | None, import_tier: 
 
     \b
     Example:
-      gitmem init --from sample-vault my-vault
+      gitmem init my-vault
       gitmem init --from ~/ObsidianVault --tier mid_term my-vault
     """
     from ..vault import Vault
@@ -151,11 +152,13 @@ def init(ctx: click.Context, directory: str, from_dir: str | None, import_tier: 
     data = {"path": str(vault.root), "memories": count, "commit": head}
     text = f"initialised vault {vault.root} with {count} memories"
     if from_dir is not None:
-        data["imported"] = {k: report.get(k) for k in ("source", "imported", "outside_tiers", "import_tier")}
+        data["imported"] = {k: report.get(k) for k in ("source", "imported", "outside_tiers", "import_tier",
+                                                        "skipped")}
         text += f"\nimported {report.get('imported', 0)} notes from {report.get('source')}"
         if report.get("outside_tiers"):
             text += f" ({report['outside_tiers']} from outside the tier folders, now under {import_tier}/)"
     text += f"{f'  (commit {head[:7]})' if head else ''}"
+    text += "".join(f"\nskipped   {left['path']}  ({left['reason']})" for left in report.get("skipped", []))
     emit(data, as_json, text)
 
 
@@ -287,7 +290,7 @@ def edit(ctx: click.Context, ref: str, body: str | None, body_file: Any, append:
          replace: tuple[str, str] | None, title: str | None, add_tags: tuple[str, ...],
          remove_tags: tuple[str, ...], settings: tuple[str, ...], force: bool, mtype: str | None,
          as_json: bool, **meta: Any) -> None:
-    """Change a memory (one commit). Alias: update.
+    """Change a memory (one commit; none, "unchanged", if nothing changes). Alias: update.
 
     \b
     Examples:
@@ -321,7 +324,7 @@ cli.add_command(edit, name="update")
 @json_option
 @click.pass_context
 def mv(ctx: click.Context, ref: str, tier: str, force: bool, as_json: bool) -> None:
-    """Move a memory to TIER (a tracked rename, one commit).
+    """Move a memory to TIER (a pure-rename commit, then the change).
 
     \b
     Example:
@@ -548,6 +551,8 @@ from .agent import agent  # noqa: E402 - registered after the core commands
 cli.add_command(agent)
 from .view import view  # noqa: E402 - registered after the core commands
 cli.add_command(view)
+from .demo import demo  # noqa: E402 - registered after the core commands
+cli.add_command(demo)
 from .importing import export, import_command  # noqa: E402 - registered after the core commands
 cli.add_command(import_command)
 cli.add_command(export)

@@ -4,16 +4,20 @@ Each reader takes the SOURCE a user names (a file, a folder, or for exports a
 ``.zip``) and returns one item per memory to be, with a stable ``source`` key
 (``chatgpt:<conversation id>``, ``mcp-memory:<entity name>``,
 ``claude-code:<file>#<section>``, ``markdown:<relative path>`` ...) by which a
-later import of the same source finds it again.  Readers only read: placing,
-linking, comparing and committing is :mod:`gitmem.exchange.importing`'s work.
+later import of the same source finds it again.  The keys of formats that read
+files of a folder (:attr:`FormatSpec.folder_keys`) name the file inside the
+folder; :func:`in_folder` puts the folder in front, so two projects' ``CLAUDE.md``
+(or two note folders' ``Welcome.md``) are two memories.  Readers only read:
+placing, linking, comparing and committing is :mod:`gitmem.exchange.importing`'s
+work.
 
 Bad input is refused with an :class:`~gitmem.errors.InvalidInput` whose code is
 ``invalid_import`` (truncated or invalid JSON, a file that is not text) or
 ``wrong_import_format`` (valid data of another kind, with a hint naming the
 format it looks like), and a missing file with :class:`~gitmem.errors.NotFound`.
 
-The folder walk of ``gitmem init --from`` lives here too (:func:`markdown_notes`),
-so both ways of bringing Markdown notes in read the same files.
+The folder walk of ``gitmem init --from`` lives here too (:func:`markdown_notes`,
+:func:`notes_to_copy`), so both ways of bringing Markdown notes in read the same files.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .. import safefs
 from ..errors import GitmemError, InvalidInput, NotFound
+from ..config import CONFIG_NAME
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part, slugify
 
-__all__ = ["ImportItem", "FormatSpec", "FORMATS", "markdown_notes", "split_sections", "in_code", "guess_format",
-           "INVALID_IMPORT", "WRONG_FORMAT", "MAX_MESSAGE_CHARS", "MAX_EXTRACT_CHARS"]
+__all__ = ["ImportItem", "FormatSpec", "FORMATS", "markdown_notes", "notes_to_copy", "in_folder", "split_sections",
+           "in_code", "guess_format", "INVALID_IMPORT", "WRONG_FORMAT", "MAX_MESSAGE_CHARS", "MAX_EXTRACT_CHARS",
+           "VAULT_SKIPPED"]
 
 #: Error code of an import source that cannot be read (truncated JSON, not text ...).
 INVALID_IMPORT = "invalid_import"
@@ -55,6 +61,8 @@ class ImportItem:
     it; ``related`` names other items by their source key; ``tier`` is a tier
     the source itself places it in (a note in a tier folder); ``meta`` holds
     other frontmatter fields to keep; ``skip`` says why nothing is imported.
+    ``older_source`` is the key gitmem versions before :func:`in_folder` gave the
+    item (without its folder), by which an import finds what they imported.
     """
 
     source: str
@@ -71,6 +79,7 @@ class ImportItem:
     meta: dict[str, Any] = field(default_factory=dict)
     tier: str | None = None
     skip: str | None = None
+    older_source: str | None = None
 
     def __post_init__(self) -> None:
         # Exports are JSON: "\ud800" escapes decode to lone surrogates, which no file
@@ -109,6 +118,28 @@ class FormatSpec:
     default_tier: str
     description: str
     links: bool = False
+    #: Keys name files inside the source folder (see :func:`in_folder`).
+    folder_keys: bool = False
+
+
+def in_folder(items: list[ImportItem], source: Path) -> list[ImportItem]:
+    """``items`` read from the folder ``source`` (a file source: its folder) with the
+    folder in their keys: ``claude-code:CLAUDE.md#architecture`` becomes
+    ``claude-code:~/code/atlas/CLAUDE.md#architecture`` (``~`` is the home folder, so
+    one layout on two machines gives one key).  The key the item had before goes to
+    ``older_source``."""
+    folder = Path(os.path.realpath(source if source.is_dir() else source.parent))
+    home = Path(os.path.realpath(Path.home()))
+    place = f"~/{folder.relative_to(home).as_posix()}" if home in folder.parents else \
+        "~" if folder == home else folder.as_posix()
+
+    def key(old: str) -> str:
+        kind, _, rest = old.partition(":")
+        return f"{kind}:{place.rstrip('/')}/{rest}"
+    for item in items:
+        item.older_source, item.source = item.source, key(item.source)
+        item.related = [(key(other), relation) for other, relation in item.related]
+    return items
 
 
 # ------------------------------------------------------------------ helpers
@@ -211,20 +242,38 @@ def _stable_key(*parts: Any) -> str:
 
 
 # ------------------------------------------------------------------ markdown
-def markdown_notes(source: Path, tiers: Sequence[str], other_tier: str | None = None
-                   ) -> Iterator[tuple[str, str]]:
-    """The notes to import from ``source``, as (path in source, path in the vault):
-    Markdown files under its tier folders as they are, and, with ``other_tier``,
-    every other Markdown file under that tier (keeping its folders).  Hidden
-    files and folders (``.obsidian``, ``.trash``), a top-level ``MEMORY.md`` (a
-    generated index) and symbolic links (to files or folders) are skipped."""
+#: Why a folder inside an import source is not read.
+VAULT_SKIPPED = "a gitmem vault: its files are memories already, not notes to import"
+
+
+def markdown_notes(source: Path, tiers: Sequence[str], other_tier: str | None = None, *,
+                   skipped: list[tuple[str, str]] | None = None) -> Iterator[tuple[str, str]]:
+    """The notes to import from ``source``, as (path in source, path the source gives
+    it in a vault): Markdown files under its tier folders as they are, and, with
+    ``other_tier``, every other Markdown file under that tier (keeping its folders).
+    Hidden files and folders (``.git``, ``.obsidian``, ``.trash``), a top-level
+    ``MEMORY.md`` (a generated index) and symbolic links (to files or folders) are
+    skipped; so is every folder below ``source`` that is a gitmem vault (it holds
+    ``.gitmem.yaml``: a vault inside a notes folder, or the importing vault itself
+    when ``source`` is a folder above it), which goes to ``skipped`` as
+    (folder, reason).  The vault paths are not checked (:func:`notes_to_copy` does)."""
     def notes(top: str) -> list[str]:
-        return sorted(rel for rel, _ in safefs.walk_files(source, top, skip_dir=is_hidden_part)
-                      if rel.endswith(".md") and not any(is_hidden_part(p) for p in rel.split("/")))
+        if os.path.lexists(source / top / CONFIG_NAME):
+            if skipped is not None:
+                skipped.append((top, VAULT_SKIPPED))
+            return []
+        files = [rel for rel, _ in safefs.walk_files(source, top, skip_dir=is_hidden_part)]
+        marked = sorted({rel.rpartition("/")[0] for rel in files if rel.rpartition("/")[2] == CONFIG_NAME})
+        vaults = [v for v in marked if not any(v.startswith(f"{outer}/") for outer in marked)]  # outermost
+        if skipped is not None:
+            skipped.extend((folder, VAULT_SKIPPED) for folder in vaults)
+        inside = tuple(f"{folder}/" for folder in vaults)
+        return sorted(rel for rel in files if rel.endswith(".md") and not rel.startswith(inside)
+                      and not any(is_hidden_part(p) for p in rel.split("/")))
 
     for tier in tiers:
         for rel in notes(tier):
-            yield check_relpath(rel), check_relpath(rel)
+            yield rel, rel
     if other_tier is None:
         return
     try:
@@ -242,10 +291,23 @@ def markdown_notes(source: Path, tiers: Sequence[str], other_tier: str | None = 
         else:
             continue
         for rel in found:
-            try:
-                yield check_relpath(rel), check_relpath(f"{other_tier}/{rel}")
-            except GitmemError:
-                continue  # a name gitmem cannot store as a memory path
+            yield rel, f"{other_tier}/{rel}"
+
+
+def notes_to_copy(source: Path, tiers: Sequence[str], other_tier: str
+                  ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """What ``gitmem init --from`` copies (:func:`markdown_notes`, each note at the path
+    the source gives it), and what it leaves out, with why: (path in source, reason)
+    for a vault folder and for a note whose path a vault cannot hold (``aux.md``, a
+    name reserved on Windows ...)."""
+    left_out: list[tuple[str, str]] = []
+    plan = []
+    for src_rel, vault_rel in markdown_notes(source, tiers, other_tier, skipped=left_out):
+        try:
+            plan.append((check_relpath(src_rel), check_relpath(vault_rel)))
+        except GitmemError as exc:
+            left_out.append((src_rel, exc.message))
+    return plan, left_out
 
 
 # Fields a note's frontmatter may carry that the import sets itself.
@@ -259,12 +321,16 @@ def _read_markdown(source: Path, tiers: Sequence[str]) -> list[ImportItem]:
     if not source.is_dir():
         raise _wrong(f"{source} is not a folder; the markdown format imports a folder of notes")
     items = []
-    for src_rel, vault_rel in markdown_notes(source, tiers, tiers[0]):
+    left_out: list[tuple[str, str]] = []
+    # A note's path in the source only names it (key, title, folder tags): the memory gets
+    # a file name of its own, so names a vault could not hold (aux.md ...) import as well.
+    for src_rel, vault_rel in markdown_notes(source, tiers, tiers[0], skipped=left_out):
         key = f"markdown:{src_rel}"
-        data = safefs.read_or_none(source, src_rel)
-        if data is None:
-            continue
         try:
+            data = safefs.read_or_none(source, src_rel)
+            if data is None:
+                items.append(ImportItem(key, src_rel, skip="gone, or not a regular file, when it was read"))
+                continue
             text = decode(data)
         except GitmemError as exc:
             items.append(ImportItem(key, src_rel, skip=f"not readable: {exc.message}"))
@@ -292,6 +358,7 @@ def _read_markdown(source: Path, tiers: Sequence[str]) -> list[ImportItem]:
             names=[src_rel[:-3], stem, str(derived["title"]), *aliases],
             meta={k: v for k, v in meta.items() if k not in _SET_BY_IMPORT},
             tier=src_rel.split("/", 1)[0] if in_tier else None))
+    items += [ImportItem(f"markdown:{folder}/", folder, skip=reason) for folder, reason in left_out]
     return items
 
 
@@ -706,11 +773,13 @@ def _read_claude(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
 
 FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in (
     FormatSpec("markdown", _read_markdown, "long_term",
-               "a folder of Markdown notes (an Obsidian vault, a Basic Memory project)", links=True),
+               "a folder of Markdown notes (an Obsidian vault, a Basic Memory project)", links=True,
+               folder_keys=True),
     FormatSpec("mcp-memory", _read_mcp_memory, "long_term",
                "the MCP memory server's memory.jsonl (knowledge graph entities and relations)", links=True),
     FormatSpec("agent-rules", _read_agent_rules, "long_term",
-               "CLAUDE.md, AGENTS.md, .cursorrules, .cursor/rules/*.mdc, a Claude Code memory folder"),
+               "CLAUDE.md, AGENTS.md, .cursorrules, .cursor/rules/*.mdc, a Claude Code memory folder",
+               folder_keys=True),
     FormatSpec("chatgpt", _read_chatgpt, "mid_term", "ChatGPT's conversations.json (or the export .zip)"),
     FormatSpec("claude", _read_claude, "mid_term", "Claude's conversations.json (or the export .zip)"),
 )}

@@ -4,7 +4,10 @@ The reader of the format (:mod:`gitmem.exchange.import_formats`) turns SOURCE in
 items, each with a stable ``source`` key.  Under the vault lock the import then
 
 1. finds the memories earlier imports made, by the ``source`` field the catalog
-   holds (one listing, no file read per item);
+   holds (one listing, no file read per item); a memory an earlier gitmem
+   version imported from a folder has a key without the folder
+   (:attr:`ImportItem.older_source`): it is found by that key, unless the
+   import that made it named another folder, and takes the new key;
 2. places each new item (an id derived from its source key, a file name unique
    in the vault and in this import) and resolves ``[[links]]`` between items
    and ``related`` entries to the new files and ids;
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import GitmemError, InvalidInput, InvalidMetadata, NotFound
 from ..store.git import FileChange
-from .import_formats import FORMATS, ImportItem, in_code
+from .import_formats import FORMATS, ImportItem, in_code, in_folder
 from ..memory.markdown import link_key
 from ..memory.paths import memory_relpath, slugify
 from ..memory.schema import clean_metadata, new_id, ordered
@@ -145,12 +148,14 @@ def run_import(services: "Services", fmt: str, source: str | os.PathLike[str], *
     if any(form == services.store.root or services.store.root in form.parents for form in (path, Path(os.path.realpath(path)))):
         raise InvalidInput(f"{path} is inside the vault; import from a folder or file outside it")
     items = spec.read(path, tiers)
+    if spec.folder_keys:
+        items = in_folder(items, path)
     who = author if isinstance(author, Identity) else Identity.parse(author) if author else services.store.author
     report = ImportReport(fmt, str(path), dry_run)
     default_tier = tier or (spec.default_tier if spec.default_tier in tiers else tiers[0])
     with services.store.lock.hold():
         batch = _Batch(services, who, force, spec.links)
-        batch.place(items, default_tier, tier is not None)
+        batch.place(items, default_tier, tier is not None, path)
         for done, placed in enumerate(batch.placed, 1):
             batch.prepare(*placed)
             if progress is not None:
@@ -189,7 +194,7 @@ class _Batch:
         """Every item's entry, in the order the source listed them."""
         return [self.results[key] for key in self.order]
 
-    def place(self, items: list[ImportItem], default_tier: str, tier_given: bool) -> None:
+    def place(self, items: list[ImportItem], default_tier: str, tier_given: bool, source: Path) -> None:
         """Find each item's memory from an earlier import, or give it an id and a path."""
         existing: dict[str, "Memory"] = {}
         for memory in sorted(self.services.reader.list(status=None), key=lambda m: m.path):
@@ -204,6 +209,9 @@ class _Batch:
                 self._done(item, "skipped", reason=item.skip)
                 continue
             old = existing.get(item.source)
+            if old is None and item.older_source is not None:
+                older = existing.pop(item.older_source, None)  # one item takes it over, at most
+                old = older if older is not None and self._imported_from(older, source) else None
             if old is not None:
                 mid, path = old.id, old.path
             else:
@@ -217,6 +225,25 @@ class _Batch:
                 stem = path.rsplit("/", 1)[-1][:-3]
                 for name in item.names:
                     self.stems.setdefault(link_key(name), stem)
+
+    def _imported_from(self, memory: "Memory", source: Path) -> bool:
+        """Whether ``memory``, imported under a key without its folder, may be this
+        ``source``'s: no when the import commit that made it (``import ...: ... from
+        NAME``) names a folder other than this source's (another project's
+        ``CLAUDE.md``); yes when that cannot be told."""
+        touches = self.services.store.catalog.touches(memory.id)
+        if not touches:
+            return True
+        try:
+            subject = self.services.store.git.info(touches[0].commit.encode()).message.split("\n", 1)[0]
+        except GitmemError:
+            return True
+        if not subject.startswith("import "):
+            return True
+        named = subject.rpartition(" from ")[2]
+        if named.endswith((".md", ".mdc")) or named == ".cursorrules":
+            return True  # that import named a file, not its folder
+        return named == (source if source.is_dir() else source.parent).name
 
     def _new_id(self, key: str) -> str:
         mid = str(uuid.uuid5(_IMPORT_NAMESPACE, key))

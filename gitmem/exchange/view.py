@@ -110,10 +110,17 @@ class ViewData:
     def version_count(self) -> int:
         return sum(len(m.versions) for m in self.memories)
 
+    @property
+    def removed_count(self) -> int:
+        """The memories listed whose file is gone (hard deletes): counted in ``memories``,
+        which is every memory the page lists."""
+        return sum(1 for m in self.memories if m.gone)
+
 
 @dataclass(frozen=True)
 class ViewReport:
-    """What :func:`write_view` wrote."""
+    """What :func:`write_view` wrote: ``memories`` is every memory the page lists,
+    ``removed`` of them included (memories whose file is gone, listed with their history)."""
 
     path: str
     memories: int
@@ -121,9 +128,10 @@ class ViewReport:
     versions: int
     bytes: int
     seconds: float
+    removed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "memories": self.memories, "commits": self.commits,
+        return {"path": self.path, "memories": self.memories, "removed": self.removed, "commits": self.commits,
                 "versions": self.versions, "bytes": self.bytes, "seconds": self.seconds}
 
 
@@ -468,4 +476,4 @@ def write_view(services: "Services", path: str | os.PathLike[str] | None = None)
         Path(temp).unlink(missing_ok=True)
         raise
     return ViewReport(str(target), len(data.memories), len(data.commits), data.version_count, size,
-                      round(time.perf_counter() - start, 3))
+                      round(time.perf_counter() - start, 3), data.removed_count)

@@ -135,8 +135,10 @@
     document.title = "gitmem view \u2013 " + raw.vault;
     $("vault-name").textContent = raw.vault;
     var summary = $("summary");
-    var live = mems.filter(function (m) { return !m.gone; }).length;
-    summary.appendChild(el("span", null, el("b", null, fmt(live)), " memories, ",
+    // Every memory the Memories tab lists, removed ones included, so the two counts agree.
+    var removed = mems.filter(function (m) { return m.gone; }).length;
+    summary.appendChild(el("span", null, el("b", null, fmt(mems.length)), " memories",
+      removed ? " (" + fmt(removed) + " removed), " : ", ",
       el("b", null, fmt(commits.length)), " commits by ", el("b", null, fmt(authors.length)), " authors"));
     summary.appendChild(document.createTextNode(" \u00b7 HEAD "));
     summary.appendChild(el("span", "sha", raw.head ? raw.head.slice(0, 8) : "none"));

@@ -65,7 +65,14 @@ class History:
         A rewritten history (rebase, purge) triggers a full rebuild.  Returns
         the number of commits read.
         """
-        with self.store.lock.hold():
+        head = self.store.git.head()
+        tip = self.store.catalog.get("history_tip")
+        if head is None or (tip is not None and tip.encode() == head):
+            return 0
+        # A read records the history without the vault lock (it never waits for it): the
+        # catalog's own write transaction keeps two processes from recording a commit twice,
+        # and a writer records its commit only on top of the tip it finds (write/pipeline.py).
+        with self.store.lock.threads(), self.store.catalog.transaction():
             head = self.store.git.head()
             tip = self.store.catalog.get("history_tip")
             if head is None or (tip is not None and tip.encode() == head):
@@ -75,13 +82,12 @@ class History:
                 self.store.catalog.reset_touches()
                 old = None
             commits = self.store.git.walk_new(old, head)
-            with self.store.catalog.transaction():
-                for sha in commits:
-                    commit = self.store.git.commit(sha)
-                    parent = commit.parents[0] if commit.parents else None
-                    self.store.catalog.add_touches(sha.decode(), commit.author_time,
-                                             self._touches_of(parent, sha, commit.message))
-                self.store.catalog.set("history_tip", head.decode())
+            for sha in commits:
+                commit = self.store.git.commit(sha)
+                parent = commit.parents[0] if commit.parents else None
+                self.store.catalog.add_touches(sha.decode(), commit.author_time,
+                                               self._touches_of(parent, sha, commit.message))
+            self.store.catalog.set("history_tip", head.decode())
             return len(commits)
 
     def _touches_of(self, parent: bytes | None, sha: bytes,
@@ -151,7 +157,7 @@ class History:
         memory_id = self.memory_id(ref)
         self.sync_history()
         versions = []
-        with self.store.lock.hold():
+        with self.store.lock.threads():   # a read: never waits for another process's write
             for touch in self.store.catalog.touches(memory_id):
                 info = self.store.git.info(touch.commit.encode())
                 versions.append(Version(
@@ -195,7 +201,7 @@ class History:
         """The memory as it was at ``rev`` (``~N``, a commit id, or an ISO date)."""
         memory_id = self.memory_id(ref)
         self.sync_history()
-        with self.store.lock.hold():
+        with self.store.lock.threads():   # a read: never waits for another process's write
             touch = self._pick(memory_id, rev)
             if touch.path is None:
                 raise RevisionNotFound(f"the memory was deleted in {touch.commit[:8]}; pick an earlier version")

@@ -1,9 +1,10 @@
 """Memory lifecycle: dedup on write, protected context, compress, archive, merge, links.
 
-:class:`Lifecycle` does these, one commit each.  Consolidation is where
+:class:`Lifecycle` does these, one write each.  Consolidation is where
 memory systems lose data, so here every step is one commit a person can read,
 diff and revert: archiving and compressing are tracked renames into
-``archive/`` (``git log --follow`` shows a file's whole life), merged and
+``archive/`` (a pure-rename commit precedes the step's commit, so ``git log
+--follow`` shows a file's whole life), merged and
 compressed sources stay readable with ``merged_into`` / ``archived_into``
 pointing at what replaced them, and protected types (goal, rule, constraint
 by default) are never touched without ``force``.
@@ -420,7 +421,7 @@ class Lifecycle:
                  files: Sequence[str] | None = None, *, tags: Sequence[str] | None = None,
                  summarizer: Summarizer | None = None, force: bool = False,
                  author: str | Identity | None = None, **batch_filters: Any) -> Memory:
-        """The tiered compress flow as one commit: create ``summary`` in the next tier up, with
+        """The tiered compress flow as one write: create ``summary`` in the next tier up, with
         ``related: derived_from`` links to every source, and move every source into
         the archive (``status: archived``, ``archived_into: <summary id>``).
 
@@ -477,7 +478,7 @@ class Lifecycle:
                      related: list[dict[str, str]], source_meta: dict[str, Any], op: str,
                      subject: str, who: Identity, force: bool, *, repoint: bool = False,
                      **extra: Any) -> tuple[Memory, list[str]]:
-        """One commit: a new memory plus every source archived with ``source_meta``.
+        """One write: a new memory plus every source archived with ``source_meta``.
 
         ``repoint``: ``related`` links of other memories that name a source are
         rewritten to name the new memory (their ids are returned)."""
@@ -536,7 +537,8 @@ class Lifecycle:
     # ----------------------------------------------------------- archiving
     def archive(self, refs: Sequence[str], *, force: bool = False,
                 author: str | Identity | None = None) -> list[Memory]:
-        """Move memories into the archive tier in one commit (tracked renames)."""
+        """Move memories into the archive tier in one write (tracked renames: a pure-rename
+        commit, then the commit that marks them archived)."""
         who = self.store.author_of(author)
         with self.store.lock.hold():
             sources = self._sources(refs, force, "archive")
@@ -573,7 +575,7 @@ class Lifecycle:
     def merge(self, refs: Sequence[str], content: str | None = None, *,
               title: str | None = None, force: bool = False,
               author: str | Identity | None = None) -> MergeResult:
-        """Merge memories into a new one (one commit).
+        """Merge memories into a new one, in one write.
 
         Content is ``content`` or the sources concatenated (each under a
         ``## title`` heading unless its title is just its first line); tags are unioned;

@@ -1,7 +1,9 @@
 """Creating, changing, moving and deleting one memory: :class:`Memories`.
 
-Each method is one commit through the write pipeline (:mod:`gitmem.write.pipeline`);
-the lifecycle operations (:mod:`gitmem.ops.lifecycle`) build on them.
+Each method is one write through the write pipeline (:mod:`gitmem.write.pipeline`): one
+commit, preceded by a pure-rename commit when it moves the file and changes its text
+(a move, a soft delete), so ``git log --follow`` keeps the memory's history; the
+lifecycle operations (:mod:`gitmem.ops.lifecycle`) build on them.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ __all__ = ["Memories"]
 
 
 class Memories:
-    """Add, update, move and delete memories, one commit each."""
+    """Add, update, move and delete memories, one write each."""
 
     def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline") -> None:
         self.store = store
@@ -130,6 +132,8 @@ class Memories:
         ``tags`` replaces the tag list; ``add_tags``/``remove_tags`` edit it;
         ``meta`` sets other frontmatter fields (a value of None removes one).
         Changing the content, title or type of a protected memory needs ``force``.
+        A call that would change nothing but the ``updated`` time stamp makes no
+        commit: the memory comes back as it is, with ``commit`` None.
         """
         who = self.store.author_of(author)
         with self.store.lock.hold():
@@ -171,12 +175,14 @@ class Memories:
                 new_meta[key] = value
                 if value is None:
                     new_meta.pop(key)
+            tiers = self.store.config.tiers
+            if new_body == memory.body and _same_fields(clean_metadata(new_meta, tiers=tiers),
+                                                        clean_metadata(memory.meta, tiers=tiers)):
+                return memory  # nothing but the time stamp would change: no commit (commit stays None)
             if content_change:
                 self.pipeline.guard(memory, force, "overwrite")
             new_meta["updated"] = self.store.now()
-            new_meta = ordered(clean_metadata(new_meta, tiers=self.store.config.tiers))
-            if new_meta == memory.meta and new_body == memory.body:
-                return memory  # nothing changed: no empty commit
+            new_meta = ordered(clean_metadata(new_meta, tiers=tiers))
             data = self.pipeline.render(new_meta, new_body, parsed.raw_blocks)
             subject = message or f"update: {new_meta['title']}"
             done = self.pipeline.commit([FileChange(memory.path, data)], subject, "update",
@@ -186,7 +192,8 @@ class Memories:
     def move(self, ref: str, tier: str, *, force: bool = False, author: str | Identity | None = None,
              extra_meta: Mapping[str, Any] | None = None, op: str = "move",
              body: str | None = None) -> Memory:
-        """Move a memory to another tier: one commit, a tracked rename.
+        """Move a memory to another tier: a tracked rename (a pure-rename commit, then the
+        commit that changes ``tier:`` and the rest).
 
         ``body`` also replaces the content in the same commit (the ``fsm``
         profile's ``update_memory`` with content and tier)."""
@@ -238,7 +245,7 @@ class Memories:
 
     def delete(self, ref: str, *, hard: bool = False, force: bool = False,
                author: str | Identity | None = None) -> Memory:
-        """Delete a memory in one commit.
+        """Delete a memory in one write.
 
         Soft (default): ``status: deleted`` and moved to the archive tier, still
         readable.  Hard: the file is removed.  Both are recoverable from history
@@ -259,3 +266,11 @@ class Memories:
                                [(memory.id, None, "delete")], author=who, forced=force and self.pipeline.protected(memory))
         memory.commit = done.sha
         return memory
+
+
+def _same_fields(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """True when a write would leave the frontmatter ``old`` as it is: the same fields
+    with the same values, ``updated`` aside (every write sets it, so a write that
+    changes nothing else would otherwise still make a commit)."""
+    return ({k: v for k, v in new.items() if k != "updated"}
+            == {k: v for k, v in old.items() if k != "updated"})

@@ -2,8 +2,9 @@
 
 Planning is pure: :func:`plan_reflect` turns memory states, retrieval counts,
 near-duplicate pairs, the clock and the settings into a :class:`ReflectPlan`.
-Applying it is one commit whose message lists the counts and every file, so a
-person can read, diff or revert what consolidation did.  ``--dry-run`` prints
+Applying it is one commit whose message lists the counts and every file (after a
+pure-rename commit when memories change tier), so a person can read, diff or
+revert what consolidation did.  ``--dry-run`` prints
 the plan and changes nothing.
 
 The steps, in order (protected types are never touched by any of them):

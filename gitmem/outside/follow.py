@@ -16,9 +16,10 @@ one of three modes:
 ``"poll"``
     No thread: :meth:`Follower.before_call` (run before every tool call)
     re-checks the whole vault (a stat per file) when the last check is older
-    than ``poll_interval`` seconds.  Used when the watcher cannot start (the
-    inotify limits are exhausted); costs a few ms per call at 1k memories,
-    ~0.1 s at 10k.
+    than ``poll_interval`` seconds (with auto-commit it commits what it found,
+    and every ``rescan_interval`` seconds whatever differs from HEAD).  Used
+    when the watcher cannot start (the inotify limits are exhausted); costs a
+    few ms per call at 1k memories, ~0.1 s at 10k.
 ``"off"``
     Nothing is followed (the old behaviour: a restart, ``gitmem watch`` or the
     git hooks bring the index up to date).
@@ -105,6 +106,7 @@ class Follower:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._last_poll = 0.0
+        self._last_sweep = time.monotonic()
         self._stopped = False
         self.embedder: EmbedWorker | None = None
 
@@ -192,8 +194,17 @@ class Follower:
         if now - self._last_poll < self.poll_interval:
             return
         try:
-            report = self.vault.refresh(None)
-            if self.auto_commit and (report.indexed or report.removed):
+            # Never waits for the vault lock: while another process holds it, the
+            # read is answered as the index is, and the next call checks again.
+            report = self.vault.refresh(None, wait=False)
+            if report.busy:
+                return
+            # Another process following the vault may have indexed an edit first (this
+            # refresh then finds nothing): every rescan_interval seconds the commit
+            # compares the whole vault with HEAD anyway.
+            sweep = bool(self.rescan_interval) and now - self._last_sweep >= self.rescan_interval
+            if self.auto_commit and (report.indexed or report.removed or sweep):
+                self._last_sweep = now
                 self.vault.commit_outside_edits(None)
         except Exception as exc:  # noqa: BLE001 - the call itself goes on
             self._log(f"error: checking for outside edits failed: {type(exc).__name__}: {exc}")

@@ -28,6 +28,13 @@ the next refresh cover the whole vault (cheap: a stat per file).  Files gitmem
 itself wrote (from any process) produce events too, but refresh and commit
 compare content hashes, so they cost a few stats and never an extra commit.
 
+What a commit covers comes from the events, not from what this process's
+refresh changed: another process following the same vault (a ``gitmem mcp``
+server) shares the catalog and may index a change first.  The paths of the
+events go into the commit, and so do the folders that appeared or vanished
+(:meth:`Vault.commit_outside_edits` compares everything HEAD and the disk hold
+under them, and commits both sides of a move together, as renames).
+
 Lost events are repaired by full rescans: at start, every ``rescan_interval``
 seconds, and right after an inotify queue overflow.  watchdog 7.1 does not
 deliver overflows to event handlers; it rebuilds its watches and logs
@@ -267,11 +274,16 @@ class Watcher:
                         or self._tiers_changed or self._batch or self._batch_all)
 
     def request_rescan(self, reason: str | None = None) -> None:
-        """Rescan the whole vault as soon as possible (thread-safe)."""
+        """Rescan the whole vault as soon as possible (thread-safe); with auto-commit,
+        the next commit then compares the whole vault with HEAD, since events were lost
+        and another process following the vault may have indexed those changes already."""
         if reason:
             self._log(reason, level="warn")
         with self._cond:
             self._rescan_at = 0.0
+            if self.auto_commit:
+                self._batch_all = True
+                self._batch_since = self._batch_since or time.monotonic()
             self._cond.notify_all()
 
     # --------------------------------------------------------------- events
@@ -315,6 +327,13 @@ class Watcher:
                         self._tiers_changed.add(came)
                     else:
                         self._walk.append(came)
+                folders = [f for f in (gone, came) if f is not None and self._in_tier(f)]
+                if folders and self.auto_commit:
+                    # The commit covers the folders themselves (both sides of a move):
+                    # what HEAD holds under a folder that vanished is deleted whatever
+                    # another process following the vault (`gitmem mcp`) indexed meanwhile.
+                    self._batch.update(folders)
+                    self._batch_since = self._batch_since or now
             else:
                 for rel in (src, dest):
                     if rel is not None and self.vault.is_memory_path(rel):
@@ -451,6 +470,8 @@ class Watcher:
         git_dir = self.vault.git.git_dir
         for name, what in _GIT_BUSY:
             if (git_dir / name).exists():
+                if name == "index.lock" and self.vault.git.index_lock_is_gitmems():
+                    continue    # a gitmem write (its commit waits for the vault lock, not git)
                 return what
         return None
 

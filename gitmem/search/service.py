@@ -20,7 +20,10 @@ files:
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -51,6 +54,7 @@ class RefreshReport:
     indexed: list[str] = field(default_factory=list)   # paths (re)indexed
     removed: list[str] = field(default_factory=list)   # paths dropped from the index
     problems: dict[str, str] = field(default_factory=dict)  # path -> why its frontmatter is unusable
+    busy: bool = False   # refresh(wait=False) found the vault lock held: nothing was done
 
     def to_dict(self) -> dict[str, Any]:
         return {"indexed": self.indexed, "removed": self.removed, "problems": self.problems}
@@ -64,24 +68,81 @@ class SearchService:
         self.store = store
         self.reader = reader
         self.open_index: "SearchIndex | None" = None   # None until first used
+        self._behind = False               # open_index may lag the files (not caught up)
+        self._private: str | None = None   # the folder of a private index (see index)
         self._as_of: "AsOfSearch | None" = None
         self._vector_store: "VectorStore | None" = None
 
     # ------------------------------------------------------------- the index
     @property
     def index(self) -> "SearchIndex":
-        """The search index, opened (and caught up with the files) on first use."""
-        if self.open_index is None:
-            from .index import SearchIndex
-            with self.store.lock.hold():
-                if self.open_index is None:
-                    index = SearchIndex(self.store.state_dir / "index")
-                    self.open_index = index
-                    if index.needs_rebuild:
-                        self._rebuild(index)
-                    else:
-                        self._catch_up(index)
+        """The search index, opened (and caught up with the files) on first use.
+
+        Never waits for the vault lock.  Catching up writes the index, so it is done
+        only when the lock is free (or held by this process); while another process
+        holds it, the index is searched as it is, and the next use tries again.  An
+        index that must be rebuilt first (missing, or of another version) and cannot
+        be, is replaced for this process by a private one built from the files."""
+        if self.open_index is None or self._behind:
+            with self.store.lock.try_hold() as held:
+                if held:
+                    self._open_caught_up()
+                elif self.open_index is None:
+                    self._open_as_is()
+        assert self.open_index is not None
         return self.open_index
+
+    def _open_caught_up(self) -> None:
+        """Open the shared index (lock held), rebuilt or caught up with the files."""
+        from .index import SearchIndex
+        if self.open_index is not None and self._private is not None:
+            self._close_private()
+        if self.open_index is None:
+            index = SearchIndex(self.store.state_dir / "index")
+            self.open_index = index
+            if index.needs_rebuild:
+                self._rebuild(index)
+                self._behind = False
+                return
+        self._behind = False
+        self._catch_up(self.open_index)
+
+    def _open_as_is(self) -> None:
+        """Open the shared index without the lock (another process holds it): as it is
+        when it can be trusted, else a private index of the files (see :attr:`index`)."""
+        from .index import SearchIndex
+        index = SearchIndex(self.store.state_dir / "index")
+        self.reader.scan()
+        pending = None if index.needs_rebuild else self._pending(index)
+        if pending is not None:
+            self.open_index, self._behind = index, bool(pending)
+            return
+        index.close()
+        folder = tempfile.mkdtemp(prefix="gitmem-search-")
+        private = SearchIndex(folder)
+        catalog = self.store.catalog
+        private.rebuild(self._docs_for(row.path for row in catalog.all_rows()), total=catalog.count())
+        self.open_index, self._private, self._behind = private, folder, True
+
+    def _pending(self, index: "SearchIndex") -> list[str] | None:
+        """The paths whose catalog row changed since ``index`` took them (after a scan),
+        or None when that list cannot be trusted for this index (every indexed hash
+        must then be compared with the catalog's)."""
+        catalog = self.store.catalog
+        pending = catalog.unindexed(self.CHECK_ALL_OVER)
+        token = index.get_state("catalog")
+        if (pending is not None and token is not None and token == catalog.get("search_index")
+                and abs(index.doc_count() - catalog.count()) <= len(pending)):
+            return pending
+        return None
+
+    def _close_private(self) -> None:
+        """Drop this process's private index (see :attr:`index`)."""
+        if self.open_index is not None:
+            self.open_index.close()
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+        self.open_index, self._private = None, None
 
     @property
     def as_of_search(self) -> "AsOfSearch":
@@ -179,10 +240,8 @@ class SearchService:
         index, or many changes) every indexed hash is compared with the catalog's."""
         self.reader.scan()
         catalog = self.store.catalog
-        pending = catalog.unindexed(self.CHECK_ALL_OVER)
-        token = index.get_state("catalog")
-        if (pending is not None and token is not None and token == catalog.get("search_index")
-                and abs(index.doc_count() - catalog.count()) <= len(pending)):
+        pending = self._pending(index)
+        if pending is not None:
             if not pending:
                 self._note_head(index)
                 return RefreshReport()
@@ -250,6 +309,12 @@ class SearchService:
         if index.get_state("commit") != commit:
             index.set_state("commit", commit)
 
+    def fall_behind(self) -> None:
+        """The open index may lack a commit's changes (taking them failed): the next
+        use catches it up with the files."""
+        if self.open_index is not None:
+            self._behind = True
+
     def index_changes(self, written: Mapping[str, tuple["Memory", str]],
                        removed: Sequence[str], new: Sequence[str] = ()) -> None:
         """Index the memory files of a commit this Vault just made (lock held).
@@ -257,9 +322,9 @@ class SearchService:
         ``written`` maps each written path to its parsed memory and blob id;
         ``new`` lists paths that did not exist before the commit (faster to add).
         """
-        if self.open_index is None:
-            if (self.store.state_dir / "index").exists():
-                # Opening catches up with the files on disk, this commit's included;
+        if self.open_index is None or self._behind:
+            if self._behind or (self.store.state_dir / "index").exists():
+                # Opening (or catching up) takes in the files on disk, this commit's included;
                 # indexing the changes again would add a second copy of new files.
                 self.index  # noqa: B018
             return  # (no index yet: it is built from the files on first use)
@@ -274,13 +339,18 @@ class SearchService:
         self._in_step(index, {**{p: None for p in removed}, **{d.path: d.hash for d in docs}})
 
     # ----------------------------------------------------------- front doors
-    def refresh(self, paths: Iterable[str] | None = None) -> RefreshReport:
+    def refresh(self, paths: Iterable[str] | None = None, *, wait: bool = True) -> RefreshReport:
         """Bring the catalog and the search index up to date with the files.
 
         ``paths`` (vault-relative) limits the work to those files, as the
         watcher does; None checks the whole vault (cheap when little changed).
+        ``wait=False``: only if the vault lock is free now (a server catching up
+        before it answers a read); otherwise nothing is done and the report says
+        ``busy``.
         """
-        with self.store.lock.hold():
+        with self.store.lock.try_hold() if not wait else _holding(self.store.lock) as held:
+            if not held:
+                return RefreshReport(busy=True)
             if paths is None:
                 report = self._catch_up(self.index)
             else:
@@ -299,8 +369,10 @@ class SearchService:
         """Rebuild the search index from the files; returns the number of memories."""
         from .index import SearchIndex
         with self.store.lock.hold():
+            if self._private is not None:
+                self._close_private()
             index = self.open_index or SearchIndex(self.store.state_dir / "index")
-            self.open_index = index
+            self.open_index, self._behind = index, False
             return self._rebuild(index, progress)
 
     def search(self, query: str, *, limit: int = 10, offset: int = 0,
@@ -354,7 +426,8 @@ class SearchService:
         if page.hits:
             # Retrievals reinforce memories at the next reflect; counted outside the
             # tracked tree so reading never makes a commit.
-            with self.store.lock.threads(), self.store.catalog.transaction():   # one transaction per search
+            # (never failing nor keeping the search waiting: see Catalog.add_retrievals)
+            with self.store.lock.threads():
                 self.store.catalog.add_retrievals([h.id for h in page.hits], int(self.store.clock().timestamp()))
         return page
 
@@ -378,7 +451,9 @@ class SearchService:
         return start_embed_worker(self.store, self.reader, self.refresh, log)
 
     def close(self) -> None:
-        """Close the open indexes (lock held)."""
+        """Close the open indexes (no write of this process's threads under way)."""
+        if self._private is not None:
+            self._close_private()
         if self.open_index is not None:
             self.open_index.close()
         if self._as_of is not None:
@@ -423,3 +498,10 @@ class SearchService:
 
 def _opt(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
+
+
+@contextmanager
+def _holding(lock: Any) -> Iterator[bool]:
+    """``lock.hold()`` yielding True, to stand beside ``lock.try_hold()``."""
+    with lock.hold():
+        yield True

@@ -16,6 +16,16 @@ nothing is lost):
   it, recorded at write time (and by catching up on commits made outside
   gitmem), so the history of one memory is an indexed lookup instead of a
   walk over all of git's history (12.5 s at 10k files with dulwich).
+
+Several processes share the file (SQLite in WAL mode: readers never wait for a
+writer).  Every transaction that writes starts with ``BEGIN IMMEDIATE``, so it
+waits (up to the busy timeout, the vault's lock timeout) for the one SQLite
+writer at a time instead of failing: a transaction that began by reading and
+then wrote would get ``database is locked`` at once whenever another process
+had written meanwhile, a wait SQLite's busy timeout does not cover.  Errors of
+SQLite come out as gitmem's: still locked after the timeout is
+:class:`~gitmem.errors.LockTimeout` (``vault_busy``), a full disk, an I/O error
+or a damaged file :class:`~gitmem.errors.StorageError` (``storage_error``).
 """
 
 from __future__ import annotations
@@ -29,8 +39,9 @@ import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, NoReturn
 
+from ..errors import GitmemError, from_system_error
 from ..memory.markdown import inline_tags, link_key, memory_links
 from ..memory.schema import path_id, safe_text, safe_value
 from ..memory.similarity import content_key, fingerprints
@@ -206,15 +217,67 @@ class FileStat(NamedTuple):
     st_size: int
 
 
-class Catalog:
-    """Connection to the catalog database (one per Vault object)."""
+# SQLite result codes of a file that is not a sound database (SQLITE_CORRUPT, SQLITE_NOTADB).
+_DAMAGED = frozenset({11, 26})
+# How long recording retrievals (a read's side effect) waits for another process's write.
+RETRIEVALS_WAIT = 0.25
 
-    def __init__(self, path: Path) -> None:
+
+class _Connection(sqlite3.Connection):
+    """A connection whose errors are gitmem's (see the module docstring): every
+    statement of the catalog runs through :meth:`execute`, :meth:`executemany` or
+    :meth:`executescript`.  (Rows read by iterating a cursor after its first one
+    are not covered: reading in WAL mode neither waits nor fails for a writer.)"""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.Error as exc:
+            _reraise(exc)
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> sqlite3.Cursor:
+        try:
+            return super().executemany(sql, parameters)
+        except sqlite3.Error as exc:
+            _reraise(exc)
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.Error as exc:
+            _reraise(exc)
+
+
+def _reraise(exc: sqlite3.Error) -> NoReturn:
+    """Raise what an SQLite error of the catalog stands for: ``vault_busy`` or
+    ``storage_error``, or the error itself (a programming error: bad SQL ...)."""
+    mapped = from_system_error(exc, "the catalog (.git/gitmem/catalog.sqlite)")
+    if mapped is None:
+        raise exc
+    raise mapped from exc
+
+
+def _damaged(exc: GitmemError) -> bool:
+    """True if ``exc`` stands for SQLite saying the file is not a sound database."""
+    return getattr(exc.__cause__, "sqlite_errorcode", -1) & 0xFF in _DAMAGED
+
+
+class Catalog:
+    """Connection to the catalog database (one per Vault object).
+
+    ``busy_timeout``: seconds a write waits for another process's catalog write
+    (the vault's lock timeout); past it the write fails with ``vault_busy``."""
+
+    def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.busy_timeout = busy_timeout
+        self._counting = False   # change_stamp's count of changed rows is set up
         try:
             self.db = self._connect()
-        except sqlite3.DatabaseError:
+        except GitmemError as exc:
+            if not _damaged(exc):   # busy, a full disk ...: the file itself is sound
+                raise
             # A cache: a damaged file (disk error, half-copied vault) is dropped and
             # rebuilt from the files and from git, like a missing one.
             for suffix in ("", "-wal", "-shm"):
@@ -222,8 +285,20 @@ class Catalog:
             self.db = self._connect()
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None,
-                             check_same_thread=False)
+        try:
+            db = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None,
+                                 check_same_thread=False, factory=_Connection)
+        except sqlite3.Error as exc:
+            _reraise(exc)
+        try:
+            self._set_up(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def _set_up(db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # a cache: durability comes from git
         # The version is checked before the schema script runs: a catalog written by an
@@ -238,7 +313,6 @@ class Catalog:
         db.executescript(_SCHEMA)
         if version is None:
             db.execute("INSERT OR REPLACE INTO kv VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        return db
 
     def close(self) -> None:
         self.db.close()
@@ -418,6 +492,21 @@ class Catalog:
         """Every catalogued path -> blob id of its content."""
         return dict(self.db.execute("SELECT path, hash FROM files"))
 
+    def change_stamp(self) -> tuple[int, int]:
+        """Changes as soon as the memory files' rows may have changed (another process
+        committed to the catalog, or this connection wrote a row of ``files``, undone
+        changes aside): a cache of those rows is current while it is equal.  The first call
+        sets up the count (a trigger of this connection only); call it outside transactions."""
+        if not self._counting:
+            self.db.execute("CREATE TEMP TABLE IF NOT EXISTS files_changes (n INTEGER NOT NULL)")
+            self.db.execute("INSERT INTO files_changes SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM files_changes)")
+            for event in ("INSERT", "UPDATE", "DELETE"):
+                self.db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS files_{event.lower()}_counted AFTER {event} "
+                                "ON main.files BEGIN UPDATE files_changes SET n = n + 1; END")
+            self._counting = True
+        version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        return int(version), int(self.db.execute("SELECT n FROM files_changes").fetchone()[0])
+
     def hashes_of(self, paths: Iterable[str]) -> dict[str, str]:
         """Those of ``paths`` that are catalogued -> blob id of their content."""
         out: dict[str, str] = {}
@@ -500,8 +589,8 @@ class Catalog:
         removed = [p for p in known if p not in files]
         if not changed and not removed:
             return [], []
-        self.db.execute("BEGIN")
-        try:
+        # IMMEDIATE: ``load`` reads the catalog (inherited ids) before the rows are written.
+        with self.transaction():
             self.drop(removed)
             for path in changed:
                 loaded = load(path)
@@ -510,10 +599,6 @@ class Catalog:
                     continue
                 memory_id, meta, problem, body, blob_hash = loaded
                 self.put(path, memory_id, files[path], meta, problem, body, blob_hash)
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
         return changed, removed
 
     # -------------------------------------------------- lifecycle queries
@@ -646,11 +731,29 @@ class Catalog:
         return [(_row(r[:5]), r[5], r[6]) for r in rows]
 
     # ------------------------------------------------------- retrievals
-    def add_retrievals(self, ids: Iterable[str], when: int) -> None:
-        """Count one retrieval (a search hit) of each memory id."""
-        self.db.executemany(
-            "INSERT INTO retrievals VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET "
-            "count = count + 1, last = max(last, excluded.last)", [(i, when) for i in set(ids)])
+    def add_retrievals(self, ids: Iterable[str], when: int) -> bool:
+        """Count one retrieval (a search hit) of each memory id, in a transaction of its
+        own (or the caller's).  A read's side effect, so it never fails the read nor
+        keeps it waiting: when another process is writing the catalog for longer than
+        :data:`RETRIEVALS_WAIT` seconds, or the disk is full, these are not counted
+        (returns False)."""
+        rows = [(i, when) for i in set(ids)]
+        if not rows:
+            return True
+        sql = ("INSERT INTO retrievals VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET "
+               "count = count + 1, last = max(last, excluded.last)")
+        if self.db.in_transaction:
+            self.db.executemany(sql, rows)
+            return True
+        self.db.execute(f"PRAGMA busy_timeout = {int(RETRIEVALS_WAIT * 1000)}")
+        try:
+            with self.transaction():
+                self.db.executemany(sql, rows)
+        except GitmemError:   # busy or a full disk: a hint for reflect, not worth an error
+            return False
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        return True
 
     def retrievals(self) -> dict[str, tuple[int, int]]:
         """Memory id -> (retrievals since the last reflect, time of the last one)."""
@@ -706,19 +809,30 @@ class Catalog:
         self.set("history_tip", None)
 
     def transaction(self) -> "_Tx":
-        """All changes inside are committed together (or none, on an exception)."""
+        """All changes inside are committed together (or none, on an exception).
+
+        Begins IMMEDIATE (takes SQLite's write lock first, waiting up to the busy
+        timeout), so no statement inside fails because another process wrote."""
         return _Tx(self.db)
 
     @contextmanager
     def what_if(self) -> Iterator[None]:
         """Changes made inside are seen by reads inside, then undone: how the catalog
         would look after a commit that is not made yet (MEMORY.md is rendered so)."""
+        if not self.db.in_transaction:
+            with self.transaction():   # IMMEDIATE, like every transaction that writes
+                with self.what_if():
+                    yield
+            return
         self.db.execute("SAVEPOINT what_if")
         try:
             yield
         finally:
-            self.db.execute("ROLLBACK TO what_if")
-            self.db.execute("RELEASE what_if")
+            # An error may have ended the transaction already (SQLite rolls back on a full
+            # disk): then there is nothing to undo, and undoing would raise a second error.
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK TO what_if")
+                self.db.execute("RELEASE what_if")
 
 
 class _Tx:
@@ -729,7 +843,26 @@ class _Tx:
         self.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            try:
+                self.db.execute("COMMIT")
+            except BaseException:
+                _roll_back(self.db)
+                raise
+        else:
+            _roll_back(self.db)
+
+
+def _roll_back(db: sqlite3.Connection) -> None:
+    """Undo the open transaction, if an error has not ended it already (SQLite rolls
+    back by itself on a full disk or an I/O error; ROLLBACK would then fail with
+    "cannot rollback - no transaction is active" and hide the error that matters).
+    A failing rollback hides nothing either: the error being handled is raised."""
+    if db.in_transaction:
+        try:
+            db.execute("ROLLBACK")
+        except (sqlite3.Error, GitmemError):
+            pass
 
 
 def _row(r: tuple[str, str, str, str | None, str]) -> FileRow:

@@ -1,21 +1,27 @@
 """Everything gitmem does to git, with dulwich (no git binary needed).
 
-One write = one commit, built straight from the object store (blob ->
-``commit_tree_changes`` -> commit -> compare-and-swap of the branch ref), which
-costs a few milliseconds whatever the vault size, instead of ``porcelain.add``
-which re-reads and re-writes the whole ``.git/index``.
+One write = one commit (after a pure-rename commit when it moves files and
+changes their text, see :meth:`GitStore.commit_files`), built straight from the
+object store (blob -> ``commit_tree_changes`` -> commit -> compare-and-swap of
+the branch ref), which costs a few milliseconds whatever the vault size, instead
+of ``porcelain.add`` which re-reads and re-writes the whole ``.git/index``.
 
-Order of a write, all under the vault lock:
+Order of a write, all under the vault lock and git's own ``.git/index.lock``
+(taken first, as git's commands do; a write waits while a git command holds it):
 
 1. objects (blobs, trees, commit) are written and fsynced
    (``core.fsyncObjectFiles=true``);
 2. working-tree files are replaced atomically (temp file + fsync + rename);
-3. the branch ref is moved with compare-and-swap.  This is the commit point.
+3. the new ``.git/index`` is written into ``index.lock`` (only the entries the
+   write changed, spliced into the old bytes);
+4. the branch ref is moved with compare-and-swap.  This is the commit point;
+5. ``index.lock`` is renamed over ``.git/index``.
 
-If step 2 or 3 fails, every file touched in step 2 is put back as it was, so
-the working tree never shows half a write.  ``.git/index`` is brought in line
-with HEAD lazily (``flush_index``), so ``git status`` stays clean without paying
-an index rewrite on every write.
+If step 2, 3 or 4 fails, every file touched in step 2 is put back as it was, so
+the working tree never shows half a write.  ``.git/index`` never lags HEAD
+where a user's ``git commit`` could read it: such a commit either ran first
+(the write then builds on it) or finds ``index.lock`` taken and stops, as when
+any two git commands meet.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sys
 import threading
 import time
 from array import array
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Literal, Mapping, NamedTuple, Protocol, Sequence
@@ -38,10 +45,11 @@ from dulwich.repo import Repo
 
 from .. import safefs
 from ..config import Identity
-from ..errors import Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
+from ..errors import Conflict, GitmemError, LockTimeout, NotAVault, RevisionNotFound, StorageError
 from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport, run_in_child
 from .changes import FileChange
-from .recovery import PendingObjects, begin_write, drop_objects, end_write, index_writing
+from .recovery import (PendingObjects, begin_write, drop_objects, end_write, index_lock_marked, index_writing,
+                       mark_index_writing, unmark_index_writing)
 
 __all__ = ["GitStore", "FileChange", "CommitInfo", "PathChange", "ChangeChecks", "Origin", "blob_id",
            "RENAME_OP_TRAILER"]
@@ -68,6 +76,9 @@ class ChangeChecks(Protocol):
 
 FILE_MODE = 0o100644
 BRANCH = b"refs/heads/main"
+# A write waits this long (by default) for a git command to release .git/index.lock:
+# git holds it for milliseconds, except `git commit` waiting for its message.
+INDEX_LOCK_TIMEOUT = 30.0
 # A write of this many files or more syncs the working tree once, after all of them.
 SYNC_ONCE_ABOVE = 64
 
@@ -150,6 +161,9 @@ class GitStore:
         # path -> (blob sha, stat) written by us and not yet in .git/index
         self._pending_index: dict[bytes, tuple[bytes, os.stat_result] | None] = {}
         self._index_layout: IndexLayout | None = None   # of the .git/index this process last wrote
+        self._held: _HeldIndex | None = None   # .git/index.lock, while a write holds it (index_locked)
+        # Seconds a write waits for a git command to release .git/index.lock.
+        self.index_lock_timeout = INDEX_LOCK_TIMEOUT
         self._housekeeping = threading.Lock()  # one housekeeping run per process at a time
 
     @classmethod
@@ -317,7 +331,9 @@ class GitStore:
                      write_worktree: bool = True, merge_parents: Sequence[bytes] = (),
                      generated: Collection[str] = (), origin: Origin = "agent",
                      expected: Mapping[str, str | None] | None = None) -> bytes:
-        """Write ``changes`` to the working tree and commit them as one commit.
+        """Write ``changes`` to the working tree and commit them as one commit (a change
+        with ``moved_from`` whose text differs is first committed as a pure rename on
+        its own, see :meth:`_rename_commit`; the branch moves once, to the second).
 
         With ``write_worktree=False`` the files are committed as they are on
         disk already (outside edits) and are not touched, except the
@@ -333,10 +349,22 @@ class GitStore:
         since is never overwritten (:class:`Conflict` with code
         ``changed_on_disk``, nothing written).
 
-        Caller holds the vault lock.  Returns the new commit sha.  On any
+        Caller holds the vault lock.  Returns the new commit sha, with ``.git/index``
+        already holding the commit's files (see :meth:`index_locked`).  On any
         failure the working tree is restored and the error re-raised as
-        :class:`StorageError` (or :class:`Conflict` if HEAD moved under us).
+        :class:`StorageError` (or :class:`Conflict` if HEAD moved under us, or
+        :class:`LockTimeout` if a git command kept ``.git/index.lock``).
         """
+        with self.index_locked():
+            return self._commit_locked(changes, message, author, when, committer, write_worktree, merge_parents,
+                                       generated, origin, expected)
+
+    def _commit_locked(self, changes: Sequence[FileChange], message: str, author: Identity,
+                       when: float | None, committer: Identity | None, write_worktree: bool,
+                       merge_parents: Sequence[bytes], generated: Collection[str], origin: Origin,
+                       expected: Mapping[str, str | None] | None) -> bytes:
+        """:meth:`commit_files`, holding ``.git/index.lock`` (so HEAD read here is the parent
+        the branch still has when it moves, unless a process ignoring git's lock moved it)."""
         repo = self.repo
         if expected:
             self._check_unchanged(expected)
@@ -389,11 +417,13 @@ class GitStore:
             drop_objects(self, new_ids)  # stored for nothing: no ref will ever reach them
             end_write(self)
             raise
-        # One (path, old bytes, new stat) per change, in order (_queue_index zips them).
+        # One (path, old bytes, new stat) per change, in order (_index_entries zips them).
         backups = [next(applied) if w else
                    (c.path, None, _lstat_or_none(self.root, c.path) if c.data is not None else None)
                    for c, w in zip(changes, writes)]
         try:
+            # The new .git/index goes into index.lock first (a full disk stops the write here).
+            self._stage_index(self._index_entries(changes, blob_ids, backups, writes))
             reflog = f"commit: {message.splitlines()[0]}".encode("utf-8")
             if parent is None:
                 ok = repo.refs.add_if_new(ref, commit.id, message=reflog)
@@ -403,15 +433,20 @@ class GitStore:
                 raise Conflict("the vault's branch moved during the write (another git process?)",
                                hint="Retry; nothing was changed.")
         except BaseException as exc:
+            self._drop_staged()
             self._restore_worktree([b for b, w in zip(backups, writes) if w])
             end_write(self)
             if isinstance(exc, Conflict):
                 raise
             if isinstance(exc, OSError):
-                raise StorageError(f"could not update the branch: {exc}") from exc
+                # dulwich leaves the branch's lock file behind when writing it fails as it is
+                # closed (a full disk): every later commit, gitmem's or git's, would then
+                # fail on it.  It is this write's own (git's would have raised FileLocked).
+                (self.git_dir / (ref.decode("utf-8") + ".lock")).unlink(missing_ok=True)
+                raise StorageError(f"could not update the branch or .git/index: {exc}") from exc
             raise
+        self._keep_staged()
         end_write(self)
-        self._queue_index(changes, blob_ids, backups)
         return commit.id
 
     def _rename_commit(self, pending: PendingObjects, parent: bytes, changes: Sequence[FileChange],
@@ -448,6 +483,10 @@ class GitStore:
         the write checks (origin ``remote``), are written to the working tree and
         put back if the ref moved meanwhile.  Caller holds the vault lock.
         """
+        with self.index_locked():
+            self._fast_forward_locked(old, new, changes, reason)
+
+    def _fast_forward_locked(self, old: bytes, new: bytes, changes: Sequence[FileChange], reason: str) -> None:
         self._check(changes, "remote", old, ())
         # Journaled like a commit: a writer killed between the files and the ref move
         # is rolled forward by the next lock holder (see recovery.py).
@@ -457,17 +496,21 @@ class GitStore:
         except BaseException:
             end_write(self)
             raise
+        blob_ids = [None if c.data is None else Blob.from_string(c.data).id for c in changes]
         try:
+            self._stage_index(self._index_entries(changes, blob_ids, backups, [True] * len(changes)))
             if not self.repo.refs.set_if_equals(self.head_ref(), old, new, message=reason.encode("utf-8")):
                 raise Conflict("the vault's branch moved during the sync (another git process?)",
                                hint="Sync again; nothing was changed.")
-        except BaseException:
+        except BaseException as exc:
+            self._drop_staged()
             self._restore_worktree(backups)
             end_write(self)
+            if isinstance(exc, OSError):
+                raise StorageError(f"could not update the branch or .git/index: {exc}") from exc
             raise
+        self._keep_staged()
         end_write(self)
-        blob_ids = [None if c.data is None else Blob.from_string(c.data).id for c in changes]
-        self._queue_index(changes, blob_ids, backups)
 
     def _check(self, changes: Sequence[FileChange], origin: Origin, parent: bytes | None,
                generated: Collection[str]) -> None:
@@ -541,11 +584,159 @@ class GitStore:
                 pass
 
     # ------------------------------------------------------------ .git/index
-    def _queue_index(self, changes: Sequence[FileChange], blob_ids: list[bytes | None],
-                     done: list[tuple[str, bytes | None, os.stat_result | None]]) -> None:
-        for change, sha, (_, _, st) in zip(changes, blob_ids, done):
+    # Every move of the branch happens while gitmem holds git's own .git/index.lock, as
+    # git's commands do: the new index is written into the lock file before the branch
+    # moves and renamed over .git/index right after, before the write returns.  A
+    # `git commit` in a shell therefore never reads an index that lags HEAD: it either
+    # ran before (the write then builds on its commit) or fails on the lock, cleanly.
+    @contextmanager
+    def index_locked(self) -> Iterator[None]:
+        """Hold ``.git/index.lock`` for a ``with`` block (re-entrant): every commit and
+        fast-forward made inside writes its entries into the lock file, which replaces
+        ``.git/index`` when the outermost block ends.  Waits while a git command holds
+        the lock, for up to :attr:`index_lock_timeout` seconds (then
+        :class:`LockTimeout`, nothing changed).  Caller holds the vault lock."""
+        held = self._held
+        if held is not None:
+            held.depth += 1
+            try:
+                yield
+            finally:
+                held.depth -= 1
+            return
+        held = self._take_index_lock()
+        self._held = held
+        try:
+            yield
+        finally:
+            self._held = None
+            self._release_index_lock(held)
+
+    def index_lock_is_gitmems(self) -> bool:
+        """True while a gitmem process (this one or another) holds ``.git/index.lock`` for a
+        write, rather than a git command."""
+        return index_lock_marked(self)
+
+    def _take_index_lock(self) -> "_HeldIndex":
+        path = Path(self.repo.index_path())
+        lock = path.with_name(path.name + ".lock")
+        deadline = time.monotonic() + self.index_lock_timeout
+        pause = 0.001
+        while True:
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
+                break
+            except FileExistsError:
+                if time.monotonic() + pause > deadline:
+                    raise LockTimeout(
+                        f"a git command has held {lock} for over {self.index_lock_timeout:.0f}s",
+                        hint="Retry once the git command ends (a `git commit` may be waiting for its "
+                             "message). If no git command runs, remove the file; `gitmem doctor "
+                             "--repair` removes one older than a minute.") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
+            except OSError as exc:
+                raise StorageError(f"could not create {lock}: {exc.strerror}") from exc
+        try:   # from here on, a killed process's lock is recognised as gitmem's (recovery.py)
+            mark_index_writing(self)
+        except BaseException:
+            os.close(fd)
+            lock.unlink(missing_ok=True)
+            raise
+        return _HeldIndex(path, lock, os.fdopen(fd, "r+b"))
+
+    def _stage_index(self, entries: Mapping[bytes, tuple[bytes, os.stat_result] | None]) -> None:
+        """Write the index this write leads to into the held ``index.lock`` (and sync it),
+        before the branch moves: a full disk stops the write here, with nothing moved.
+        Kept by :meth:`_keep_staged` once the branch has moved."""
+        held = self._held
+        assert held is not None, "a commit moves the branch only inside index_locked()"
+        data = held.current()
+        spliced = _spliced(data, entries, held.layout or self._index_layout,
+                           self.git_dir / "gitmem" / INDEX_LAYOUT)
+        pieces: list[bytes | memoryview]
+        if spliced is None:
+            pieces, layout = [_rewritten(data, entries)], None
+        else:
+            pieces, layout = spliced
+        held.write(pieces)
+        held.staged = (pieces, layout, dict(entries))
+
+    def _keep_staged(self) -> None:
+        """The branch moved: what :meth:`_stage_index` wrote is the index from now on."""
+        held = self._held
+        if held is not None and held.staged is not None:
+            held.keep()
+
+    def _drop_staged(self) -> None:
+        """The branch did not move: the lock file goes back to the index as it was."""
+        held = self._held
+        if held is not None and held.staged is not None:
+            held.staged = None
+            if held.kept is not None:
+                try:
+                    held.write(held.kept[0])
+                except OSError:
+                    held.broken = True   # the release then leaves it to the repair (below)
+
+    def _release_index_lock(self, held: "_HeldIndex") -> None:
+        """Rename the lock file over ``.git/index`` when a commit of this hold moved the
+        branch; else remove it.  Should the rename fail, the entries are left pending
+        (and the index marked) for :meth:`flush_index` or the next process."""
+        try:
+            if held.kept is None:
+                held.abort()
+                return
+            pieces, layout, entries = held.kept
+            try:
+                if held.broken:
+                    raise OSError("the lock file could not be put back")
+                held.commit()
+            except OSError:
+                held.abort()
+                self._queue_index(entries)
+                return
+            self._index_layout = layout
+            if layout is not None:
+                layout.save(self.git_dir / "gitmem" / INDEX_LAYOUT)
+            for path in entries:   # written now: a lazy update must not put an older value back
+                self._pending_index.pop(path, None)
+        finally:
+            unmark_index_writing(self)
+
+    def _index_entries(self, changes: Sequence[FileChange], blob_ids: Sequence[bytes | None],
+                       done: Sequence[tuple[str, bytes | None, os.stat_result | None]],
+                       written: Sequence[bool]) -> dict[bytes, tuple[bytes, os.stat_result] | None]:
+        """The ``.git/index`` entries of a commit's files.  A file gitmem wrote gets the
+        stat of what it wrote; one committed as it is on disk (a person's edit) gets its
+        stat only while it still holds the committed bytes, else a stat git does not
+        trust (``git status`` then compares the content, and shows a later save)."""
+        out: dict[bytes, tuple[bytes, os.stat_result] | None] = {}
+        for change, sha, (_, _, st), wrote in zip(changes, blob_ids, done, written):
             key = change.path.encode("utf-8")
-            self._pending_index[key] = None if sha is None or st is None else (sha, st)
+            if sha is None or st is None:
+                out[key] = None
+            elif wrote:
+                out[key] = (sha, st)
+            else:
+                out[key] = self._trusted_entry(change.path, sha)
+        return out
+
+    def _trusted_entry(self, rel: str, sha: bytes) -> tuple[bytes, os.stat_result] | None:
+        """``(sha, stat)`` for the index entry of a file committed as ``sha``: the file's
+        stat when it holds exactly that blob (stat first, then the bytes, so a save in
+        between shows as a change), else a stat with no times; None without a file."""
+        st = _lstat_or_none(self.root, rel)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return None
+        data = safefs.read_or_none(self.root, rel)
+        if data is None or Blob.from_string(data).id != sha:
+            st = _without_times(st)
+        return sha, st
+
+    def _queue_index(self, entries: Mapping[bytes, tuple[bytes, os.stat_result] | None]) -> None:
+        """Leave entries for :meth:`flush_index` (and mark them, for the next process)."""
+        self._pending_index.update(entries)
         marker = self._own_dirty_marker()
         if not marker.exists():
             marker.parent.mkdir(parents=True, exist_ok=True)
@@ -653,8 +844,7 @@ class GitStore:
         data = safefs.read_or_none(self.root, rel)
         same = data is not None and Blob.from_string(data).id == current
         if not same:   # a stat git cannot trust, so `git status` compares the content
-            st = os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid,
-                                 st.st_gid, st.st_size, 0, 0, 0))
+            st = _without_times(st)
         return current, st
 
     def loose_objects_estimate(self) -> int:
@@ -722,10 +912,27 @@ class GitStore:
                 index[key] = index_entry_from_stat(st, sha, FILE_MODE)
                 fixed.append(path)
         if fixed:
-            with index_writing(self):
-                index.write()
+            self._write_index_object(index)
         self._clear_dirty()
         return fixed
+
+    def _write_index_object(self, index: Any) -> None:
+        """Write a dulwich ``Index`` as ``.git/index``: through the held ``index.lock``
+        inside :meth:`index_locked` (recovery), else under its own."""
+        held = self._held
+        if held is None:
+            with index_writing(self):
+                index.write()
+            return
+        import io
+        from dulwich.index import IndexChecksumWriter, write_index_dict
+        out = io.BytesIO()
+        writer = IndexChecksumWriter(out)
+        write_index_dict(writer, dict(index.items()))
+        writer.write_checksum()
+        held.write([out.getvalue()])
+        held.staged = ([out.getvalue()], None, {})
+        held.keep()
 
     def rebuild_index_from_head(self) -> list[str]:
         """Write a new ``.git/index`` holding exactly HEAD's files; return the paths whose
@@ -770,11 +977,59 @@ class GitStore:
         new = {path: (e.sha, e.mode) for path, e in index.iteritems()}
         changed = sorted(p.decode("utf-8", "surrogateescape") for p in set(old) | set(new)
                          if old.get(p) != new.get(p))
-        with index_writing(self):
-            index.write()
+        self._write_index_object(index)
         self._pending_index.clear()  # what this process committed is in HEAD, hence in the index
         self._clear_dirty()
         return changed
+
+
+class _HeldIndex:
+    """``.git/index.lock`` while a write holds it (:meth:`GitStore.index_locked`): the
+    open lock file, the index as it stands for the branch's current commit, and what
+    the write in progress staged into the lock file."""
+
+    def __init__(self, path: Path, lock: Path, file: Any) -> None:
+        self.path, self.lock, self.file = path, lock, file
+        self.depth = 1
+        self.layout: IndexLayout | None = None
+        self.staged: tuple[list[bytes | memoryview], IndexLayout | None, dict[bytes, Any]] | None = None
+        self.kept: tuple[list[bytes | memoryview], IndexLayout | None, dict[bytes, Any]] | None = None
+        self.broken = False
+
+    def current(self) -> bytes:
+        """The index as it stands for the branch's commit (read at the first commit)."""
+        if self.kept is None:
+            return _read_index_file(self.path)
+        pieces = self.kept[0]
+        return pieces[0] if len(pieces) == 1 and isinstance(pieces[0], bytes) else b"".join(pieces)
+
+    def write(self, pieces: Sequence[bytes | memoryview]) -> None:
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.writelines(pieces)
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    def keep(self) -> None:
+        assert self.staged is not None
+        pieces, layout, entries = self.staged
+        if self.kept is not None:    # a second commit in one hold (a person's edit, then the write)
+            entries = {**self.kept[2], **entries}
+        self.kept, self.staged = (pieces, layout, entries), None
+        self.layout = layout
+
+    def commit(self) -> None:
+        self.file.close()
+        os.replace(self.lock, self.path)
+
+    def abort(self) -> None:
+        try:
+            if not self.file.closed:
+                self.file.close()   # (raises again when bytes it holds cannot be written: a full disk)
+        except OSError:
+            pass                    # closed all the same: the lock file must not outlive the write
+        finally:
+            self.lock.unlink(missing_ok=True)
 
 
 RENAME_OP_TRAILER = "Op: rename"
@@ -833,27 +1088,41 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
                   layout: IndexLayout | None = None,
                   shared: Path | None = None) -> IndexLayout | None:
     """Set (or, for None, remove) these entries of the ``.git/index`` at ``path`` by
-    rewriting its bytes around them, under git's ``index.lock``; the new file's layout,
-    or None (nothing written) for an index this does not handle: not version 2 or 3, an
-    entry with extended flags or a merge stage, or an extension git requires (split
+    rewriting its bytes around them (:func:`_spliced`), under git's ``index.lock``; the
+    new file's layout, or None (nothing written) for an index that does not handle.
+    The new layout is saved at ``shared``."""
+    from dulwich.file import GitFile
+    data = _read_index_file(path)
+    spliced = _spliced(data, entries, layout, shared)
+    if spliced is None:
+        return None
+    pieces, done = spliced
+    with GitFile(str(path), "wb") as f:   # index.lock, renamed over the index when complete
+        f.writelines(pieces)
+    if shared is not None:
+        done.save(shared)
+    return done
+
+
+def _spliced(data: bytes, entries: Mapping[bytes, tuple[bytes, os.stat_result] | None],
+             layout: IndexLayout | None = None, shared: Path | None = None
+             ) -> tuple[list[bytes | memoryview], IndexLayout] | None:
+    """The bytes of the ``.git/index`` file ``data`` with these entries set (or, for None,
+    removed), as pieces to write one after the other (the last is the SHA-1 trailer), and
+    the new file's layout; None for an index this does not handle: not version 2 or 3,
+    an entry with extended flags or a merge stage, or an extension git requires (split
     index).  Optional extensions describing the entries (the cached trees, the untracked
     cache ...) are left out, as git allows; git rebuilds them.
 
     The entries' offsets are taken from ``layout`` when the file is still the one it
     describes (same SHA-1 trailer: nobody, git included, rewrote it since), else from
     the layout saved at ``shared`` by the last gitmem process that spliced it, else
-    read (one step per entry, ~60 ms at 100k files); the new layout is saved at
-    ``shared``.  The names looked for are found by binary search (git keeps entries
-    sorted by name), and the new file is the old bytes cut and joined around them."""
+    read (one step per entry, ~60 ms at 100k files).  The names looked for are found by
+    binary search (git keeps entries sorted by name), and the new file is the old bytes
+    cut and joined around them, without copying them."""
     import bisect
     import hashlib
     import struct
-    from dulwich.file import GitFile
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = b"DIRC" + struct.pack(">LL", 2, 0)
-        data += hashlib.sha1(data).digest()
     if len(data) < 32 or data[:4] != b"DIRC":
         return None
     version, count = struct.unpack_from(">LL", data, 4)
@@ -868,7 +1137,6 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
         if read is None:
             return None
         starts, entries_end = read
-
     def name_at(i: int) -> bytes:
         at = starts[i] + 62
         return data[at:data.index(b"\0", at)]
@@ -896,7 +1164,8 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
             cuts.append((i, found, at, until, new))
         total += (value is not None) - found
     view = memoryview(data)     # the old bytes' pieces are written as they are, not copied
-    pieces, last = [b"DIRC", struct.pack(">LL", version, total)], 12
+    pieces: list[bytes | memoryview] = [b"DIRC", struct.pack(">LL", version, total)]
+    last = 12
     # The new file's entry offsets: the old ones shifted by what the cuts before them
     # added or removed (C-level maps; no step per entry).
     new_starts = array("q")
@@ -915,12 +1184,38 @@ def _splice_index(path: Path, entries: Mapping[bytes, tuple[bytes, os.stat_resul
     for piece in pieces:
         digest.update(piece)
     trailer = digest.digest()
-    with GitFile(str(path), "wb") as f:   # index.lock, renamed over the index when complete
-        f.writelines([*pieces, trailer])
-    done = IndexLayout(trailer, new_starts, entries_end + shift)
-    if shared is not None:
-        done.save(shared)
-    return done
+    return [*pieces, trailer], IndexLayout(trailer, new_starts, entries_end + shift)
+
+
+def _read_index_file(path: Path) -> bytes:
+    """The bytes of the ``.git/index`` at ``path``; an empty index's when there is none."""
+    import hashlib
+    import struct
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        data = b"DIRC" + struct.pack(">LL", 2, 0)
+        return data + hashlib.sha1(data).digest()
+
+
+def _rewritten(data: bytes, entries: Mapping[bytes, tuple[bytes, os.stat_result] | None]) -> bytes:
+    """The ``.git/index`` file ``data`` with these entries set (None: removed), read and
+    written whole by dulwich: for an index :func:`_spliced` does not handle (version 4,
+    extended flags, a merge conflict).  A path set here loses its conflict stages, as
+    ``git add`` of a resolved file does; optional extensions are left out."""
+    import io
+    from dulwich.index import IndexChecksumReader, IndexChecksumWriter, read_index_dict_with_version, write_index_dict
+    old, version, _ = read_index_dict_with_version(IndexChecksumReader(io.BytesIO(data)))
+    for path, value in entries.items():
+        if value is None:
+            old.pop(path, None)
+        else:
+            old[path] = index_entry_from_stat(value[1], value[0], FILE_MODE)
+    out = io.BytesIO()
+    writer = IndexChecksumWriter(out)
+    write_index_dict(writer, old, version=version)
+    writer.write_checksum()
+    return out.getvalue()
 
 
 def _read_layout(data: bytes, count: int) -> tuple[array, int] | None:
@@ -994,6 +1289,13 @@ def _changed_on_disk(path: str) -> Conflict:
 def _changed_since(path: str, data: bytes | None, want: str | None) -> None:
     if not _holds(want)(data):
         raise _changed_on_disk(path)
+
+
+def _without_times(st: os.stat_result) -> os.stat_result:
+    """``st`` with every time zero: git does not trust such an index entry's stat and
+    compares the file's content instead."""
+    return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid,
+                           st.st_size, 0, 0, 0, 0.0, 0.0, 0.0, 0, 0, 0))
 
 
 def _lstat_or_none(root: Path, rel: str) -> os.stat_result | None:

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from filelock import FileLock, Timeout
 
-from ..errors import LockTimeout, VaultClosed
+from ..errors import LockTimeout, VaultClosed, from_system_error
 
 __all__ = ["VaultLock", "try_flock"]
 
@@ -36,6 +36,12 @@ class VaultLock:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.timeout = timeout
+        # Two thread locks.  The gate orders this process's threads that want the file
+        # lock (a thread may wait at it for another process); the thread lock is taken
+        # only once the file lock is had, and by threads() (a read sharing the SQLite
+        # connection), so a read never waits behind a writer that itself waits for
+        # another process.  Always gate first, then thread lock.
+        self._gate = threading.RLock()
         self._thread_lock = threading.RLock()
         # thread_local=False: the in-process RLock already serialises threads,
         # and the file lock's re-entrancy count must be shared with them.
@@ -47,27 +53,89 @@ class VaultLock:
         self._depth = 0
         self._on_acquire = on_acquire
         self._closed = False
+        # Set once hold() has had the lock: this process wrote (or did upkeep that must
+        # be finished under the lock); a process that only read never set it.
+        self.taken = False
 
     @contextmanager
     def hold(self) -> Iterator[None]:
         """Hold the lock for the duration of a ``with`` block."""
-        if not self._thread_lock.acquire(timeout=self.timeout):
+        if not self._gate.acquire(timeout=self.timeout):
             raise LockTimeout(f"timed out after {self.timeout:.0f}s waiting for another thread")
         try:
             if self._closed and self._depth == 0:
                 raise VaultClosed("this Vault object is closed")
+            if not self._take_file_lock(self.timeout):
+                raise LockTimeout(
+                    f"another process has held the vault lock for over {self.timeout:.0f}s "
+                    f"({self.path})")
+            self.taken = True
+            with self._counted(True):
+                yield
+        except OSError as exc:
+            # Every write runs under this lock: the disk failing under any of them (full,
+            # read-only, an I/O error) reaches the caller as storage_error, not as OSError.
+            mapped = from_system_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        finally:
+            self._gate.release()
+
+    @contextmanager
+    def try_hold(self, timeout: float = 0.0) -> Iterator[bool]:
+        """Hold the lock for a ``with`` block if it can be had within ``timeout`` seconds
+        (0: only if free now); yields whether it was taken.
+
+        For work that may be left for later (bringing a cache up to date, repairing
+        ``.git/index``): when the lock is busy, or this Vault is closed, the block runs
+        without it (False) and must do nothing that needs it.  Readers use it so they
+        never wait for a writer."""
+        got = self._gate.acquire(timeout=timeout) if timeout > 0 else self._gate.acquire(blocking=False)
+        if not got:
+            yield False
+            return
+        try:
+            if (self._closed and self._depth == 0) or not self._take_file_lock(timeout):
+                yield False
+                return
+            with self._counted(False) as had:
+                yield had
+        finally:
+            self._gate.release()
+
+    def _take_file_lock(self, timeout: float) -> bool:
+        """Take the file lock unless this process holds it already (gate held)."""
+        if self._depth > 0:
+            return True
+        try:
+            self._file_lock.acquire(timeout=timeout, poll_interval=0.002)
+        except Timeout:
+            return False
+        return True
+
+    @contextmanager
+    def _counted(self, strict: bool) -> Iterator[bool]:
+        """A hold once the file lock is had (gate held): exclude this process's other
+        threads (:meth:`threads`), count the depth, run ``on_acquire`` on the first
+        level, release the file lock on the last.  Yields False (``strict``: raises
+        VaultClosed) when the Vault was closed while the file lock was waited for."""
+        if not self._thread_lock.acquire(timeout=self.timeout):
             if self._depth == 0:
-                try:
-                    self._file_lock.acquire(timeout=self.timeout, poll_interval=0.002)
-                except Timeout:
-                    raise LockTimeout(
-                        f"another process has held the vault lock for over {self.timeout:.0f}s "
-                        f"({self.path})") from None
+                self._file_lock.release()
+            raise LockTimeout(f"timed out after {self.timeout:.0f}s waiting for another thread")
+        try:
+            if self._closed and self._depth == 0:
+                self._file_lock.release()
+                if strict:
+                    raise VaultClosed("this Vault object is closed")
+                yield False
+                return
             self._depth += 1
             try:
                 if self._depth == 1 and self._on_acquire is not None:
                     self._on_acquire()
-                yield
+                yield True
             finally:
                 self._depth -= 1
                 if self._depth == 0:
@@ -92,7 +160,8 @@ class VaultLock:
             self._thread_lock.release()
 
     def close(self) -> None:
-        """Refuse every later :meth:`hold` (call while holding it, as the last act)."""
+        """Refuse every later :meth:`hold` (call while holding it, or :meth:`threads`, as
+        the last act)."""
         self._closed = True
 
     @property

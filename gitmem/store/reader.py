@@ -304,14 +304,25 @@ class Reader:
             if self.store.lock.held:
                 raise
         # Another process may be moving the file right now (its old name is gone, the
-        # new one not there yet): wait for its write to end, then look again.
-        with self.store.lock.hold():
-            self.scan()
-            path = self.resolve(ref)
-            try:
-                return self.read_file(path)
-            except (FileNotFoundError, NotADirectoryError):
-                raise NotFound(f"memory file {path} vanished while reading") from None
+        # new one not there yet): look again once its write is over.  A read never waits
+        # for the vault lock: when it is free the answer is final at once; while a writer
+        # holds it (for milliseconds a write), look again a few times for a short while.
+        deadline = time.monotonic() + LOOK_AGAIN_FOR
+        delay = 0.005
+        while True:
+            with self.store.lock.try_hold() as quiet:
+                self.scan()
+                try:
+                    path = self.resolve(ref)
+                    try:
+                        return self.read_file(path)
+                    except (FileNotFoundError, NotADirectoryError):
+                        raise NotFound(f"memory file {path} vanished while reading") from None
+                except NotFound:
+                    if quiet or time.monotonic() + delay > deadline:
+                        raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     def exists(self, ref: str) -> bool:
         """True if ``ref`` names exactly one memory."""
@@ -364,6 +375,8 @@ def matches_filters(entries: Iterable[Memory], want: dict[str, set[str]], limit:
 
 
 # Folders opened once and their files stat-ed through them (not Windows)
+#: How long a read that found no file looks again while a writer holds the vault lock.
+LOOK_AGAIN_FOR = 1.0
 _FOLDER_FDS = ({os.open, os.stat} <= os.supports_dir_fd and os.stat in os.supports_follow_symlinks
                and os.scandir in os.supports_fd)
 

@@ -16,14 +16,18 @@ steps leaves, without recovery:
 So every write first records a small **journal** (``.git/gitmem/write-journal``:
 parent, new commit, each path with its old on-disk and new blob id) after its
 objects are stored and before it touches the working tree, and removes it once
-the ref has moved.  Index writes are bracketed by ``.git/gitmem/index-writing``.
+the ref has moved.  While gitmem holds ``.git/index.lock`` (every write does, from
+before its ref move until ``.git/index`` follows) ``.git/gitmem/index-writing`` exists:
+it is made just after the lock is taken, so a lock a waiting gitmem process never
+got (a git command's) is never taken for gitmem's.
 The vault lock (an ``flock``, released by the kernel when its holder dies) is
 the only writer's permission, so whoever takes the lock and still finds a
 journal or marker knows its writer is dead.  :func:`recover` then **rolls the
 write forward**: the commit object is complete, so the files are written (only
 where the disk still shows the state before or after the write, never over a
 later edit by a person) and the ref is moved, exactly as if the writer had
-lived a moment longer.  The write was not acknowledged, so completing it is
+lived a moment longer; like every move of the branch, under git's
+``index.lock``, with ``.git/index`` brought in line before the lock is let go.  The write was not acknowledged, so completing it is
 as correct as dropping it, and it leaves no dangling commit behind.
 
 A lock file is removed only when it is provably the dead writer's: the ref
@@ -64,8 +68,13 @@ class JournaledStore(Protocol):
 
     def mark_index_dirty(self) -> None: ...
 
+    def index_locked(self) -> Any: ...
 
-__all__ = ["Recovery", "PendingObjects", "begin_write", "end_write", "index_writing", "needs_recovery", "recover",
+    def repair_index(self) -> list[str]: ...
+
+
+__all__ = ["Recovery", "PendingObjects", "begin_write", "end_write", "index_writing", "mark_index_writing",
+           "unmark_index_writing", "index_lock_marked", "needs_recovery", "recover",
            "TEMP_MARK", "drop_objects", "log_recovery"]
 
 JOURNAL = "write-journal"
@@ -160,13 +169,28 @@ def end_write(store: "JournaledStore") -> None:
 @contextmanager
 def index_writing(store: "JournaledStore") -> Iterator[None]:
     """Bracket a ``.git/index`` write so a dead writer's ``index.lock`` can be recognised."""
-    marker = _state(store) / INDEX_MARKER
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
+    mark_index_writing(store)
     try:
         yield
     finally:
-        marker.unlink(missing_ok=True)
+        unmark_index_writing(store)
+
+
+def mark_index_writing(store: "JournaledStore") -> None:
+    """A gitmem process holds (or is about to take) ``.git/index.lock``."""
+    marker = _state(store) / INDEX_MARKER
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+
+
+def unmark_index_writing(store: "JournaledStore") -> None:
+    """It let ``.git/index.lock`` go."""
+    (_state(store) / INDEX_MARKER).unlink(missing_ok=True)
+
+
+def index_lock_marked(store: "JournaledStore") -> bool:
+    """True while a gitmem process says it holds ``.git/index.lock``."""
+    return (_state(store) / INDEX_MARKER).exists()
 
 
 def needs_recovery(store: "JournaledStore") -> bool:
@@ -189,14 +213,20 @@ def recover(store: "JournaledStore") -> Recovery:
         store.mark_index_dirty()  # the index write did not finish: redo it
     journal = state / JOURNAL
     if journal.exists():
-        try:
-            record = json.loads(journal.read_text())
-        except (OSError, ValueError):
-            record = None  # written via rename, so this should not happen; nothing to finish
-        if record is not None:
-            _finish(store, record, report)
-        journal.unlink(missing_ok=True)
-        store.mark_index_dirty()
+        # The branch moves only with .git/index following, holding git's index.lock (as a
+        # write does): a user's `git commit` never reads an index that lags the finished write.
+        with store.index_locked():
+            try:
+                record = json.loads(journal.read_text())
+            except (OSError, ValueError):
+                record = None  # written via rename, so this should not happen; nothing to finish
+            if record is not None:
+                _finish(store, record, report)
+            journal.unlink(missing_ok=True)
+            try:
+                store.repair_index()
+            except Exception:  # noqa: BLE001 - an unreadable index: the next open rebuilds it
+                store.mark_index_dirty()
     return report
 
 

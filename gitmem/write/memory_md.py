@@ -1,6 +1,7 @@
 """``MEMORY.md``: the vault's cheap, always-current index (the ``index`` profile's entry point).
 
-Regenerated from the catalog in the same commit as every write, so an agent (or
+Regenerated in the same commit as every write, for the memories of that commit's
+tree (a person's uncommitted notes are not listed until committed), so an agent (or
 a person in Obsidian) can read one short file to know what the vault holds:
 protected context first, then each live tier's memories (title as an Obsidian
 link, a one-line gist, tags), most important and most recent first.  The
@@ -11,8 +12,10 @@ a tier is summarised as a count with a pointer to search.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from ..errors import RevisionNotFound
 from ..memory.paths import MEMORY_MD
 from ..store.catalog import FileRow
 from ..store.git import FileChange
@@ -100,26 +103,161 @@ class MemoryMd:
     def __init__(self, store: "Storage", reader: "Reader") -> None:
         self.store = store
         self.reader = reader
+        # The memory files of the last commit MEMORY.md was rendered on (see _tree_files).
+        self._tree: tuple[bytes | None, dict[str, str]] = (None, {})
+        self._compared: _Compared | None = None   # see _differing
 
     def render(self) -> bytes:
-        """The content ``MEMORY.md`` has for the vault as it is now."""
-        self.reader.ensure_scanned()
-        return safe_text(render_index(self.store.catalog, self.store.config)).encode("utf-8")
+        """The content ``MEMORY.md`` has for the memories committed at HEAD (what the next
+        write that changes none of them commits)."""
+        return self._render_on(self.store.git.head(), set(), {}, ())
 
     def render_for(self, changes: Sequence[FileChange], written: Mapping[str, tuple["Memory", str]],
-                   removed: Sequence[str]) -> bytes | None:
-        """The text ``MEMORY.md`` will have after a commit of ``changes`` (``written``:
+                   removed: Sequence[str], parent: bytes | None = None) -> bytes | None:
+        """The text ``MEMORY.md`` will have in a commit of ``changes`` on ``parent`` (``written``:
         each memory file parsed, ``removed``: the deleted ones); None when the vault
         keeps no MEMORY.md or the commit writes it itself.
 
-        The catalog takes the commit's files inside :meth:`Catalog.what_if`, undone at
-        once: the real update happens once the commit exists."""
+        It lists exactly the memories of the commit's tree: the catalog (which follows
+        the working folder) takes, inside :meth:`Catalog.what_if` and undone at once,
+        the commit's files and, for each file a person changed, added or removed without
+        committing it, the version ``parent`` holds.  The real update happens once the
+        commit exists."""
         store = self.store
         if not store.config.memory_index or any(c.path == MEMORY_MD for c in changes):
+            self._compared = None   # the commit changes the catalog without a fresh comparison
             return None
+        return self._render_on(parent, {c.path for c in changes}, written, removed)
+
+    def _render_on(self, parent: bytes | None, skip: set[str], written: Mapping[str, tuple["Memory", str]],
+                   removed: Sequence[str]) -> bytes:
+        """The text for ``parent``'s memory files, the paths ``skip`` aside, with ``written``
+        and without ``removed``."""
+        store = self.store
         self.reader.ensure_scanned()
+        committed = self._committed_versions(parent, skip)
         with store.catalog.what_if():
-            store.catalog.drop(removed)
+            store.catalog.drop([*removed, *committed])
+            store.catalog.put_many(((path, memory.id, None, *row_fields(memory), blob_hash)
+                                    for path, (memory, blob_hash) in committed.items() if memory is not None),
+                                   listing_only=True)
             store.catalog.put_many(((path, memory.id, None, *row_fields(memory), blob_hash)
                                     for path, (memory, blob_hash) in written.items()), listing_only=True)
             return safe_text(render_index(store.catalog, store.config)).encode("utf-8")
+
+    def _committed_versions(self, parent: bytes | None, skip: set[str]
+                            ) -> dict[str, tuple["Memory | None", str]]:
+        """Each memory file whose catalog row is not what ``parent`` holds (a person's
+        uncommitted edit, new file or removal), other than ``skip``: path -> (the memory as
+        ``parent`` holds it, its blob id), or (None, "") when ``parent`` has no such file."""
+        since, moved = self._tree[0], self._tree_files(parent)
+        tree = self._tree[1]
+        out: dict[str, tuple["Memory | None", str]] = {}
+        for path in self._differing(parent, tree, since, moved):
+            if path in skip:
+                continue
+            blob = tree.get(path)
+            if blob is None:
+                out[path] = (None, "")
+            else:
+                out[path] = (self.reader.read_file(path, self.store.git.blob(blob.encode())), blob)
+        return out
+
+    def _differing(self, commit: bytes | None, tree: Mapping[str, str], since: bytes | None,
+                   moved: list[str] | None) -> set[str]:
+        """The paths where the catalog and ``commit``'s memory files (``tree``) differ.
+        The catalog's blob ids are read whole only when something other than gitmem's own
+        commits (see :meth:`took`) changed the catalog; otherwise only the paths that
+        differ between ``since`` and ``commit`` (``moved``) are compared again, so a write
+        costs what it changes, not the vault's size."""
+        known = self._compared
+        stamp = self.store.catalog.change_stamp()
+        if known is not None and known.stamp == stamp and known.commit == commit:
+            pass
+        elif known is not None and known.stamp == stamp and known.commit == since and moved is not None:
+            for path in moved:
+                self._recheck(known, tree, path)
+            known.commit = commit
+        else:
+            hashes = self.store.catalog.hashes()
+            differ = {path for path, blob in hashes.items() if tree.get(path) != blob}
+            differ.update(tree.keys() - hashes.keys())
+            known = self._compared = _Compared(stamp, commit, hashes, differ)
+        known.for_commit = True
+        return known.differ
+
+    @staticmethod
+    def _recheck(known: "_Compared", tree: Mapping[str, str], path: str) -> None:
+        if known.hashes.get(path) != tree.get(path):
+            known.differ.add(path)
+        else:
+            known.differ.discard(path)
+
+    def forget(self) -> None:
+        """Drop the comparison kept by :meth:`_differing` (the catalog may not have taken
+        a commit's files): the next render makes it afresh."""
+        self._compared = None
+
+    def took(self, written: Mapping[str, tuple["Memory", str]], removed: Sequence[str]) -> None:
+        """The catalog took a commit's files (``written``: path -> (memory, blob id)): so
+        does the comparison kept by :meth:`_differing`, when it was made for this commit and
+        nothing but the commit changed the catalog since (else it is made afresh next time)."""
+        known, self._compared = self._compared, None
+        if known is None or not known.for_commit:
+            return
+        stamp = self.store.catalog.change_stamp()
+        if stamp[0] != known.stamp[0]:      # another process wrote the catalog meanwhile
+            return
+        for path in removed:
+            known.hashes.pop(path, None)
+        for path, (_, blob) in written.items():
+            known.hashes[path] = blob
+        tree = self._tree[1] if self._tree[0] == known.commit else {}
+        for path in [*removed, *written]:
+            self._recheck(known, tree, path)
+        known.stamp, known.for_commit = stamp, False
+        self._compared = known
+
+    def _tree_files(self, commit: bytes | None) -> list[str] | None:
+        """Bring ``self._tree`` to the memory files of ``commit`` (path -> blob id): from
+        the commit it held, by the changes between the two (a tree diff: its cost follows
+        what changed, not the vault's size), else read whole.  Returns the memory paths
+        that changed, or None when read whole."""
+        git = self.store.git
+        known, files = self._tree
+        if known == commit:
+            return []
+        moved: list[str] | None = None
+        if commit is None:
+            files = {}
+        elif known is not None:
+            try:
+                changes = git.changes_between(known, commit)
+            except (KeyError, RevisionNotFound):    # the commit it held is gone (a purge rewrote history)
+                changes = None
+            if changes is not None:
+                moved = []
+                for change in changes:
+                    if change.old_path is not None and self.store.is_memory_path(change.old_path):
+                        files.pop(change.old_path, None)
+                        moved.append(change.old_path)
+                    if change.new_path is not None and change.new_sha is not None \
+                            and self.store.is_memory_path(change.new_path):
+                        files[change.new_path] = change.new_sha.decode()
+                        moved.append(change.new_path)
+        if commit is not None and moved is None:
+            files = {path: sha.decode() for path, sha in git.list_tree(commit).items()
+                     if self.store.is_memory_path(path)}
+        self._tree = (commit, files)
+        return moved
+
+
+@dataclass
+class _Compared:
+    """Where the catalog differs from a commit's memory files (MemoryMd._differing)."""
+
+    stamp: tuple[int, int]        # the catalog's change stamp the comparison is current for
+    commit: bytes | None          # the commit compared with
+    hashes: dict[str, str]        # the catalog's path -> blob id
+    differ: set[str]              # the paths where the two differ
+    for_commit: bool = False      # made for a commit under way (see MemoryMd.took)

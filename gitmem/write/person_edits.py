@@ -14,21 +14,30 @@ and with what gitmem read when it computed the change (its *base*):
 * right before each file is replaced, it is checked once more
   (:meth:`GitStore.commit_files` ``expected``): a save in those last moments
   stops the write (``changed_on_disk``) and the vault retries from the top.
+
+A person's edits are committed whole (:func:`outside_paths`, :func:`pair_moves`): a
+commit of some of the files a person moved (one side of a folder move, the file
+an agent is about to write) also holds the other side, so a memory never stands
+at two paths in HEAD, and a memory whose id is found at a new path is committed
+as a rename.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from ..errors import Conflict
+from ..errors import Conflict, UnsafePath
+from ..memory.paths import is_hidden_part
 from .. import safefs
+from ..store.catalog import id_from_blob
 from ..store.git import FileChange, blob_id
 from .merge import merge_memory
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..store.reader import Reader
     from ..store.storage import Storage
 
-__all__ = ["guard_person_edits"]
+__all__ = ["guard_person_edits", "outside_paths", "pair_moves"]
 
 
 def guard_person_edits(store: "Storage", changes: Sequence[FileChange], bases: Mapping[str, bytes],
@@ -79,3 +88,113 @@ def guard_person_edits(store: "Storage", changes: Sequence[FileChange], bases: M
         sha = store.git.blob_sha_at(now_head, path)
         expected[path] = None if sha is None else sha.decode()
     return out, expected
+
+
+def outside_paths(store: "Storage", reader: "Reader", paths: Iterable[str]) -> set[str]:
+    """The memory files a commit of the outside edits of ``paths`` must compare with
+    HEAD, each scanned into the catalog from disk.  Lock held.
+
+    A path naming a folder under a tier stands for every memory file under it, in
+    HEAD and on disk (a folder moved or deleted: what HEAD held there is found
+    whatever another process has indexed meanwhile).  The other side of a move is
+    added: for a file HEAD lacks, the path HEAD holds its memory at when that file
+    is gone from disk; for a file gone from disk, the path its memory is on disk at
+    now when HEAD lacks that one."""
+    head = store.git.head()
+    wanted: set[str] = set()
+    for path in paths:
+        path = path.strip("/")
+        if store.is_memory_path(path):
+            wanted.add(path)
+        elif _is_folder_in_tier(store, path):
+            wanted.update(_head_files_under(store, head, path))
+            wanted.update(rel for rel, _ in safefs.walk_files(store.root, path, skip_dir=is_hidden_part)
+                          if store.is_memory_path(rel))
+    reader.scan_paths(sorted(wanted))
+    partners: set[str] = set()
+    for path in wanted:
+        partners.update(_other_side(store, reader, head, path))
+    partners -= wanted
+    if partners:
+        reader.scan_paths(sorted(partners))
+    return wanted | partners
+
+
+def pair_moves(store: "Storage", changes: Sequence[FileChange], refused: Iterable[str] = ()
+               ) -> list[FileChange]:
+    """``changes`` (outside edits) without the ``refused`` paths (the write checks'
+    refusals), each file that appeared holding the ``id:`` of a file that vanished
+    marked as moved from it (``FileChange.moved_from``: git sees a rename, also when
+    the text changed too).  When the new side of a move is refused the old side is
+    held back as well: the memory stays where HEAD has it until the new file can be
+    committed.  Lock held."""
+    refused = set(refused)
+    head = store.git.head()
+    gone: dict[str, str] = {}
+    for change in changes:
+        if change.data is None and change.path not in refused:
+            prior = store.git.read_at(head, change.path)
+            memory_id = id_from_blob(prior) if prior is not None else None
+            if memory_id:
+                gone.setdefault(memory_id, change.path)
+    moves: dict[str, str] = {}   # new path -> old path
+    for change in changes:
+        if gone and change.data is not None and store.git.blob_sha_at(head, change.path) is None:
+            old = gone.pop(id_from_blob(change.data) or "", None)
+            if old is not None:
+                moves[change.path] = old
+    held = refused | {old for new, old in moves.items() if new in refused}
+    return [FileChange(c.path, c.data, moves.get(c.path, c.moved_from)) for c in changes if c.path not in held]
+
+
+def _is_folder_in_tier(store: "Storage", path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and parts[0] in store.config.tiers and not any(
+        not p or p == ".." or is_hidden_part(p) for p in parts)
+
+
+def _head_files_under(store: "Storage", head: bytes | None, folder: str) -> set[str]:
+    """The memory files under ``folder`` in commit ``head`` (only that part of the tree is read)."""
+    found: set[str] = set()
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        for name in store.git.names_in(head, current):
+            rel = f"{current}/{name}"
+            if store.git.blob_sha_at(head, rel) is not None:
+                if store.is_memory_path(rel):
+                    found.add(rel)
+            elif not is_hidden_part(name):
+                stack.append(rel)
+    return found
+
+
+def _other_side(store: "Storage", reader: "Reader", head: bytes | None, path: str) -> list[str]:
+    """The other path of a move ``path`` is one side of (scanned files; see :func:`outside_paths`)."""
+    catalog = store.catalog
+    row = catalog.row(path)
+    committed = store.git.blob_sha_at(head, path)
+    if row is not None and committed is None:
+        # Appeared: where did HEAD keep this memory?  (The history table records each
+        # memory's last path; HEAD must still hold it there, and the disk must not.)
+        old = catalog.last_path(row.id)
+        if old and old != path and _absent(store, old):
+            before = store.git.read_at(head, old)
+            if before is not None and (id_from_blob(before) or reader.plain_id(old)) == row.id:
+                return [old]
+        return []
+    if row is None and committed is not None and _absent(store, path):
+        # Vanished: is this memory on disk under a path HEAD lacks?
+        memory_id = id_from_blob(store.git.blob(committed))
+        if memory_id:
+            return [r.path for r in catalog.by_id(memory_id)
+                    if r.path != path and store.git.blob_sha_at(head, r.path) is None]
+    return []
+
+
+def _absent(store: "Storage", path: str) -> bool:
+    """True when nothing is at ``path`` (a link on the way counts as something: never followed)."""
+    try:
+        return safefs.lstat(store.root, path) is None
+    except UnsafePath:
+        return False

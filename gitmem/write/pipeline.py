@@ -5,13 +5,17 @@ commit.  In order, under the vault lock:
 
 1. a person's pending edits of the files being replaced are committed first, as
    theirs (:mod:`gitmem.write.person_edits`);
-2. each memory file is parsed once; ``MEMORY.md`` is regenerated for the result
+2. each memory file is parsed once; ``MEMORY.md`` is regenerated for the memories
+   of the commit's tree, a person's uncommitted files left out
    (:mod:`gitmem.write.memory_md`);
 3. the git store runs the write checks (path gate, content, secrets:
    :mod:`gitmem.write.checks`) and writes objects, the crash journal, the working
    tree and the branch (:mod:`gitmem.store.git`);
-4. the catalog, the history table and the search index take the commit's files;
-   ``.git/index`` is brought up to date a moment later, in a batch.
+4. the catalog, the history table and the search index take the commit's files.
+
+Steps 1 to 3 hold git's ``.git/index.lock`` (:meth:`GitStore.index_locked`), so
+``.git/index`` holds the commit's files before that lock is let go and no
+``git commit`` run meanwhile can commit from an index that lags HEAD.
 
 Content is rendered and screened (secrets policy, size limit) by :meth:`WritePipeline.render`
 before any of this.  Edits made outside gitmem enter through
@@ -37,7 +41,7 @@ from .. import safefs
 from ..store.catalog import id_from_blob
 from ..store.git import FileChange, blob_id
 from ..store.reader import row_fields
-from .person_edits import guard_person_edits
+from .person_edits import guard_person_edits, outside_paths, pair_moves
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Identity
@@ -50,11 +54,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Committed", "WritePipeline"]
 
-# Seconds of quiet before .git/index is brought up to date.  Rewriting the
-# index costs ~50 ms at 10k files, so it is batched, not paid per write; the
-# window in which a shell `git commit -a` could see a stale index stays short.
+# Seconds of quiet before the idle work: merging small search-index segments, packing,
+# and the repair of .git/index entries another process left (each write brings its own
+# entries into .git/index before it returns).
 INDEX_FLUSH_DELAY = 0.25
-# When git holds .git/index.lock (an IDE polling `git status`), the update is retried:
+# When git holds .git/index.lock (an IDE polling `git status`), that repair is retried:
 # first after 0.05 s, doubling up to 0.25 s apart (git holds the lock for
 # milliseconds, so frequent tries get through), for 60 s; then it stays marked
 # (index-dirty) for the next write or the next process to repair.
@@ -157,30 +161,34 @@ class WritePipeline:
                 # finding thousands of new files at its first use and reading them all again.
                 self.searcher.index  # noqa: B018
             bases, self.bases = self.bases, {}
-            for attempt in range(3):
-                todo, expected = list(changes), None
-                if origin == "agent" and write_worktree:
-                    # A person's save is committed first, as theirs, never overwritten (person_edits.py).
-                    todo, expected = guard_person_edits(self.store, changes, bases, (MEMORY_MD,),
-                                                        self._commit_person_edits)
-                written, removed = self.parse_changes(todo)
-                # An empty id in ``touched`` is the id of the memory written at that path.
-                touched = [(t[0] or written[t[1]][0].id, *t[1:]) if not t[0] and t[1] in written else t
-                           for t in touched]
-                message = message_for(touched)
-                index_change = self.memory_md_change(todo, written, removed)
-                if index_change is not None:
-                    todo = [*todo, index_change]
-                parent = self.store.git.head()
-                when = self.store.clock().timestamp()
-                try:
-                    sha = self.store.git.commit_files(todo, message, who, when=when, write_worktree=write_worktree,
-                                                generated=(MEMORY_MD,), origin=origin, expected=expected)
-                except Conflict as exc:
-                    if exc.code != "changed_on_disk" or attempt == 2:
-                        raise
-                    continue  # a save landed in the last moments: commit it, then try again
-                break
+            # git's index.lock from here until .git/index holds the commit: a `git commit` in
+            # a shell cannot slip in between the HEAD this write reads and its own commit.
+            with self.store.git.index_locked():
+                for attempt in range(3):
+                    todo, expected = list(changes), None
+                    if origin == "agent" and write_worktree:
+                        # A person's save is committed first, as theirs, never overwritten (person_edits.py).
+                        todo, expected = guard_person_edits(self.store, changes, bases, (MEMORY_MD,),
+                                                            self._commit_person_edits)
+                    written, removed = self.parse_changes(todo)
+                    # An empty id in ``touched`` is the id of the memory written at that path.
+                    touched = [(t[0] or written[t[1]][0].id, *t[1:]) if not t[0] and t[1] in written else t
+                               for t in touched]
+                    message = message_for(touched)
+                    index_change = self.memory_md_change(todo, written, removed)
+                    if index_change is not None:
+                        todo = [*todo, index_change]
+                    parent = self.store.git.head()
+                    when = self.store.clock().timestamp()
+                    try:
+                        sha = self.store.git.commit_files(todo, message, who, when=when,
+                                                          write_worktree=write_worktree, generated=(MEMORY_MD,),
+                                                          origin=origin, expected=expected)
+                    except Conflict as exc:
+                        if exc.code != "changed_on_disk" or attempt == 2:
+                            raise
+                        continue  # a save landed in the last moments: commit it, then try again
+                    break
             memories = self.after_commit(parent, sha, written, removed, touched, int(when))
         return Committed(sha.decode(), memories)
 
@@ -188,11 +196,11 @@ class WritePipeline:
                          removed: Sequence[str]) -> FileChange | None:
         """The regenerated ``MEMORY.md`` for a commit of ``changes`` (None if unchanged).
         A person's uncommitted edit of the file is committed first, so it stays in history."""
-        text = self.memory_md.render_for(changes, written, removed)
-        if text is None:
-            return None
         git = self.store.git
         head = git.head()
+        text = self.memory_md.render_for(changes, written, removed, head)
+        if text is None:
+            return None
         committed = git.read_at(head, MEMORY_MD) if head else None
         on_disk = safefs.read_or_none(self.store.root, MEMORY_MD)  # a link there is never followed
         if on_disk is not None and on_disk != committed and on_disk != text:
@@ -271,7 +279,24 @@ class WritePipeline:
 
         Each written memory file was parsed and hashed once (:meth:`_parse_changes`);
         the catalog, the search index and the caller's return value all use that parse.
+
+        Never raises: the commit is made, so the write has happened whatever befalls the
+        caches now (a full disk, the catalog busy past its timeout); they are rebuilt
+        from the files and from git, and catch up at the next read.
         """
+        try:
+            self._caches_take(parent, sha, written, removed, touched, when)
+        except Exception:  # noqa: BLE001 - reporting the write as failed would make a caller write it twice
+            self.reader.scanned = False     # the next read compares the catalog with the files
+            self.memory_md.forget()
+            self.searcher.fall_behind()     # the next search catches the index up
+        self.schedule_index_flush()
+        return {path: memory for path, (memory, _) in written.items()}
+
+    def _caches_take(self, parent: bytes | None, sha: bytes, written: Mapping[str, tuple[Memory, str]],
+                     removed: Sequence[str], touched: Sequence[tuple[str, str | None, str]], when: int) -> None:
+        """The catalog, the history table, ``MEMORY.md``'s comparison and the search index
+        take a commit's files (:meth:`after_commit`)."""
         with self.store.catalog.transaction():
             self.store.catalog.drop(removed)
             self.store.catalog.put_many(
@@ -281,12 +306,11 @@ class WritePipeline:
             if tip == (parent.decode() if parent else None) or (tip is None and parent is None):
                 self.store.catalog.add_touches(sha.decode(), when, touched)
                 self.store.catalog.set("history_tip", sha.decode())
+        self.memory_md.took(written, removed)
         if parent is None and len(written) >= BULK_MEMORIES and self.searcher.open_index is None:
             self.searcher.build_from(written)
         else:
             self.searcher.index_changes(written, removed, new=[t[1] for t in touched if t[2] == "add" and t[1]])
-        self.schedule_index_flush()
-        return {path: memory for path, (memory, _) in written.items()}
 
     # ------------------------------------------------------- .git/index
     def schedule_index_flush(self, delay: float = INDEX_FLUSH_DELAY, *, retry: float = 0.0,
@@ -372,7 +396,11 @@ class WritePipeline:
         deadline = time.monotonic() + timeout
         delay = INDEX_RETRY_FIRST
         while True:
-            with self.store.lock.hold():
+            # Never longer than ``timeout`` for the vault lock either: a busy writer in
+            # another process leaves the work to the next writer (the index stays marked).
+            with self.store.lock.try_hold(max(deadline - time.monotonic(), 0.001)) as held:
+                if not held:
+                    return False
                 if self.store.git.flush_index():
                     if not self.store.git.index_dirty():
                         return True
@@ -401,8 +429,8 @@ class WritePipeline:
                           if self.store.is_memory_path(p)}
             candidates = set(head_files) | set(self.store.catalog.hashes())
         else:
-            candidates = {p for p in paths if self.store.is_memory_path(p)}
-            self.reader.scan_paths(sorted(candidates))
+            # Folders stand for their files, and both sides of a move are taken (person_edits.py).
+            candidates = outside_paths(self.store, self.reader, paths)
             head = self.store.git.head()
             head_files = {}
             for p in candidates:
@@ -429,6 +457,10 @@ class WritePipeline:
         """Commit memory files edited outside gitmem, as one commit authored by
         the vault's ``user`` (from ``.gitmem.yaml``); the files are not touched.
         ``reason`` is added to the subject in parentheses (``edit: <title> (outside edit)``).
+        ``paths`` (None: the whole vault) may name folders, which stand for every memory
+        file under them in HEAD and on disk; a memory moved to a new path is committed as
+        a rename, with its old path, whichever side ``paths`` names
+        (:func:`~gitmem.write.person_edits.outside_paths`).
 
         Returns the commit id, or None when nothing differs from HEAD.
         """
@@ -439,12 +471,15 @@ class WritePipeline:
             refused = self.store.git.checks.refusals(self.store.git, changes, "person", self.store.git.head()) \
                 if self.store.git.checks is not None else {}
             self.outside_refused = {path: exc.message for path, exc in refused.items()}
-            changes = [c for c in changes if c.path not in refused]
+            changes = pair_moves(self.store, changes, refused)   # the refused left out
             if not changes:
                 return None
             head = self.store.git.head()
             renamed = self._outside_renames(changes, head)
-            renamed_from = {old for old, _ in renamed.values()}
+            # new path -> old path of every move (a memory's id found at a new path too)
+            moves = {**{c.path: c.moved_from for c in changes if c.moved_from},
+                     **{new: old for new, (old, _) in renamed.items()}}
+            renamed_from = set(moves.values())
             touched = []
             for change in changes:
                 if change.path in renamed_from:
@@ -458,16 +493,16 @@ class WritePipeline:
                 only = changes[0]
                 what = self.reader.read_file(only.path, only.data).title if only.data is not None else only.path
                 subject = f"edit: {what}" + (" (removed)" if only.data is None else "")
-            elif len(changes) == 2 and len(renamed) == 1:
-                new_path, (old_path, _) = next(iter(renamed.items()))
+            elif len(changes) == 2 and len(moves) == 1:
+                new_path, old_path = next(iter(moves.items()))
                 subject = f"edit: {self.reader.read_file(new_path, changes[0].data or changes[1].data).title}" \
                     f" (renamed from {old_path.rsplit('/', 1)[-1]})"
             else:
-                subject = f"edit: {len(changes)} memories changed outside gitmem"
+                subject = f"edit: {len(changes) - len(renamed_from)} memories changed outside gitmem"
             if reason:
                 subject += f" ({reason})"
             listing = "\n".join(
-                (f"R {renamed[c.path][0]} -> {c.path}" if c.path in renamed else
+                (f"R {moves[c.path]} -> {c.path}" if c.path in moves else
                  f"{'D' if c.data is None else ('M' if self.store.git.blob_sha_at(head, c.path) else 'A')} {c.path}")
                 for c in changes if c.path not in renamed_from)
             who = self.store.author_of(author) if author else self.store.config.user
