@@ -603,6 +603,11 @@ class Vault:
         (:meth:`WritePipeline.outside_changes`)."""
         return self.services.pipeline.outside_changes(paths)
 
+    def uncommitted_paths(self) -> builtins.set[str]:
+        """Memory files whose content on disk (as last scanned) differs from HEAD; takes no
+        lock (:meth:`WritePipeline.uncommitted_paths`)."""
+        return self.services.pipeline.uncommitted_paths()
+
     def commit_outside_edits(self, paths: Iterable[str] | None = None,
                              author: Any = None, reason: str | None = None) -> str | None:
         """Commit memory files edited outside gitmem, as one commit authored by the vault's ``user``

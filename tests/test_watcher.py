@@ -384,6 +384,20 @@ def test_periodic_rescan_finds_missed_changes(seeded: Vault, start, monkeypatch:
     assert found(seeded, "meerkat") == 1
 
 
+def test_periodic_rescan_commits_a_missed_change_another_process_indexed_first(seeded: Vault, start,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = seeded.root
+    watcher, _ = start(rescan_interval=0.3)
+    monkeypatch.setattr(watcher, "on_event", lambda event: None)  # the event is missed
+    data = write(root / "mid_term" / "missed.md", NOTE.format(title="Missed", body="A missed marmot."))
+    with Vault.open(root) as other:   # another follower (a gitmem mcp server) indexes it first
+        other.refresh()
+        assert other.search("marmot").total == 1
+    wait_for(lambda: head_has(root, "mid_term/missed.md", data), "the periodic rescan's commit")
+    wait_for(lambda: watcher.idle, "the watcher to settle")
+    assert git(root, "status", "--porcelain") == ""
+
+
 def test_an_error_in_one_event_is_logged_and_the_watcher_keeps_going(seeded: Vault, start,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     root = seeded.root

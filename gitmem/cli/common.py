@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
@@ -31,6 +32,11 @@ class GitmemGroup(click.Group):
             raise
         except KeyboardInterrupt:
             _fail(ctx, {"code": "interrupted", "message": "interrupted"}, 130)
+        except BrokenPipeError:
+            # Whoever read the output stopped reading (`gitmem log | head`): end quietly, as
+            # git does, with stdout pointed at nothing so the exit's own flush cannot fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(141)
         except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
             from ..errors import from_system_error
             mapped = from_system_error(exc)   # a full disk, SQLite busy ...: not a bug

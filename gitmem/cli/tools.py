@@ -170,8 +170,9 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
 
     Over stdio gitmem answers by itself (start-up ~0.1 s); --http needs the
     MCP SDK: pip install "gitmem-vault[mcp]".  Every write is one commit
-    authored by --agent (a move that changes the text: a pure rename first).  Over HTTP, requests whose Host or Origin
-    header names another host are refused (DNS-rebinding protection).
+    authored by --agent (a move that changes the text: a pure rename first).
+    Over HTTP, requests whose Host or Origin header names another host are
+    refused (DNS-rebinding protection).
     Files edited outside gitmem (Obsidian, vim, git pull) are searchable
     ~0.4 s after they are saved, without 'gitmem watch' (see --follow).
 

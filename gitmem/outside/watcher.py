@@ -452,6 +452,14 @@ class Watcher:
                       "the file events missed")
         if self.auto_commit and what != "start":
             changed = set(paths or ()) | set(report.indexed) | set(report.removed)
+            if what == "rescan":
+                # Another follower (a gitmem mcp server) may have indexed a change whose
+                # event this watcher missed: its refresh then reports nothing, so what
+                # differs from HEAD is asked for (no lock, no file read).
+                try:
+                    changed |= self.vault.uncommitted_paths()
+                except Exception as exc:  # noqa: BLE001 - the next rescan asks again
+                    self._log(f"error: comparing with HEAD failed: {_describe(exc)}", level="error")
             with self._cond:
                 if changed:
                     self._batch.update(changed)
@@ -549,9 +557,15 @@ class Watcher:
     def _shutdown_observer(self) -> None:
         observer, self._observer = self._observer, None
         if observer is not None:
-            observer.stop()          # also stops its inotify reader thread
+            try:
+                observer.stop()          # also stops its inotify reader thread
+            except KeyError:
+                # watchdog's inotify bookkeeping can lose a folder that was removed and
+                # made again just before the stop; its threads are daemons and this
+                # process is done watching, so the stop must not fail the command.
+                pass
             if observer.is_alive():
-                observer.join()
+                observer.join(timeout=5.0)
         self._tier_watches.clear()
 
     # ---------------------------------------------------------------- log

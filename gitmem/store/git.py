@@ -623,10 +623,15 @@ class GitStore:
         deadline = time.monotonic() + self.index_lock_timeout
         pause = 0.001
         while True:
+            # Marked before the lock file is made, so a process killed the instant after
+            # making it leaves a lock recovery knows for gitmem's (recovery.py); unmarked
+            # again while a git command holds it.
+            mark_index_writing(self)
             try:
                 fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
                 break
             except FileExistsError:
+                unmark_index_writing(self)
                 if time.monotonic() + pause > deadline:
                     raise LockTimeout(
                         f"a git command has held {lock} for over {self.index_lock_timeout:.0f}s",
@@ -636,13 +641,8 @@ class GitStore:
                 time.sleep(pause)
                 pause = min(pause * 2, 0.02)
             except OSError as exc:
+                unmark_index_writing(self)
                 raise StorageError(f"could not create {lock}: {exc.strerror}") from exc
-        try:   # from here on, a killed process's lock is recognised as gitmem's (recovery.py)
-            mark_index_writing(self)
-        except BaseException:
-            os.close(fd)
-            lock.unlink(missing_ok=True)
-            raise
         return _HeldIndex(path, lock, os.fdopen(fd, "r+b"))
 
     def _stage_index(self, entries: Mapping[bytes, tuple[bytes, os.stat_result] | None]) -> None:

@@ -425,8 +425,7 @@ class WritePipeline:
         """Memory files whose content differs from HEAD (edited outside gitmem)."""
         if paths is None:
             self.reader.scan()
-            head_files = {p: s.decode() for p, s in self.store.git.list_tree(self.store.git.head()).items()
-                          if self.store.is_memory_path(p)}
+            head_files = self._head_memory_files()
             candidates = set(head_files) | set(self.store.catalog.hashes())
         else:
             # Folders stand for their files, and both sides of a move are taken (person_edits.py).
@@ -451,6 +450,20 @@ class WritePipeline:
                   and safefs.lstat(self.store.root, path) is None):
                 changes.append(FileChange(path, None))
         return changes
+
+    def uncommitted_paths(self) -> set[str]:
+        """Memory files whose content in the working folder, as last scanned into the
+        catalog, differs from HEAD's (changed, added or removed and not committed).
+        Takes no lock and reads no memory file: a follower compares after each full
+        rescan, so a change whose file event it missed, and which another process
+        indexed first, is still committed."""
+        head_files = self._head_memory_files()
+        hashes = self.store.catalog.hashes()
+        return {path for path in head_files.keys() | hashes.keys() if head_files.get(path) != hashes.get(path)}
+
+    def _head_memory_files(self) -> dict[str, str]:
+        return {p: s.decode() for p, s in self.store.git.list_tree(self.store.git.head()).items()
+                if self.store.is_memory_path(p)}
 
     def commit_outside_edits(self, paths: Iterable[str] | None = None,
                              author: Any = None, reason: str | None = None) -> str | None:
