@@ -944,9 +944,25 @@ def check_session_notes_in_head_once(world: World, snap: Snapshot) -> list[Viola
 
 
 def check_no_id_at_two_paths(world: World, snap: Snapshot) -> list[Violation]:
-    """No memory id appears at two paths of HEAD."""
-    return [Violation("no_id_at_two_paths", f"id {i[:8]} at {paths}")
-            for i, paths in ids_in(snap.tree).items() if len(paths) > 1]
+    """No memory id appears at two paths of HEAD, unless the person's own ``git commit``
+    put it there while nothing followed the vault (``git add`` of a moved note's new
+    path stages no deletion of its old one: that is git's doing, and the old path's
+    deletion stays the person's uncommitted work).  With ``gitmem watch`` running, the
+    vault has settled, so the watcher must have committed the other half."""
+    out = []
+    for i, paths in ids_in(snap.tree).items():
+        if len(paths) < 2:
+            continue
+        if not snap.watching and any(last_commit_is_persons(world, path) for path in paths):
+            continue
+        out.append(Violation("no_id_at_two_paths", f"id {i[:8]} at {paths}"))
+    return out
+
+
+def last_commit_is_persons(world: World, path: str) -> bool:
+    """The last commit that touched ``path`` is one the person made with the git CLI."""
+    subject = git(world.root, "log", "-1", "--format=%s", "--", path).out.strip()
+    return subject.startswith(PERSON_COMMIT)
 
 
 def check_person_saves_on_disk(world: World, snap: Snapshot) -> list[Violation]:

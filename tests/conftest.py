@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 import pytest
@@ -127,3 +129,28 @@ def assert_one_write(root: Path, since: str, *, moves: bool | None = None) -> No
 def documentation() -> str:
     """The README and every page under docs/, as one text (what a user can read)."""
     return "\n".join(f.read_text() for f in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
+
+
+LOCK_HOLDER = """\
+import sys, time
+from pathlib import Path
+from gitmem.store.locking import VaultLock
+with VaultLock(Path(sys.argv[1]) / ".git" / "gitmem" / "lock", timeout=60).hold():
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+@contextmanager
+def holding_the_lock(root: Path, seconds: float = 600) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the vault lock (as gitmem takes it) until the block ends."""
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(root), str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()

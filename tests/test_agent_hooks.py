@@ -19,7 +19,7 @@ import pytest
 
 from gitmem import Vault
 
-from .conftest import git
+from .conftest import git, holding_the_lock
 
 AGENT = "claude-code"
 
@@ -442,28 +442,13 @@ def test_a_later_session_end_updates_the_sessions_one_note(vault_dir: Path, proj
 
 
 # ------------------------------------------------------------- bounded hooks
-HOLDER = """\
-import sys, time
-from pathlib import Path
-from gitmem.store.locking import VaultLock
-with VaultLock(Path(sys.argv[1]) / ".git" / "gitmem" / "lock", timeout=60).hold():
-    print("held", flush=True)
-    time.sleep(600)
-"""
 
 
 @pytest.fixture
 def locked(vault_dir: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holding the vault lock (as gitmem takes it) past every hook's bound."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(vault_dir)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with holding_the_lock(vault_dir) as holder:
         yield holder
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
 
 
 def timed_hook(event: str, payload: Any, *, vault: Path, cwd: Path, within: float) -> subprocess.CompletedProcess[str]:
@@ -486,15 +471,8 @@ def test_session_end_while_locked_keeps_the_note_and_the_next_hook_commits_it(
         vault_dir: Path, project: Path, tmp_path: Path) -> None:
     transcript = write_transcript(tmp_path / "t.jsonl", CONVERSATION)
     before = commits(vault_dir)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(vault_dir)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with holding_the_lock(vault_dir):
         result = timed_hook("session-end", session_payload(transcript), vault=vault_dir, cwd=project, within=28)
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
     assert result.returncode == 0 and result.stdout == ""
     assert "kept in" in result.stderr and "Traceback" not in result.stderr
     assert commits(vault_dir) == before

@@ -180,6 +180,9 @@ def test_saves_racing_agent_writes_are_never_lost_or_misattributed(note: tuple[V
         if author == "tester":   # the agent's commits add only the agent's lines (and metadata)
             assert not any("person-" in l for l in added), (sha, added)
     assert saves and saves[-1] in git(vault.root, "show", f"HEAD:{rel}")
-    assert conflicts < 20   # most writes go through (a save in their last moments stops one)
+    # Writes go through (none on an idle machine meets a save in its last moments; on a
+    # loaded one a write can take longer than the 50 ms between saves, and each such write
+    # is refused rather than overwrite the save, which is the point of this test).
+    assert conflicts < 40
     vault.close()
     assert_clean(vault.root)

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,18 +22,10 @@ import pytest
 
 from gitmem import Vault
 
+from .conftest import holding_the_lock
+
 # The holder keeps the lock far longer than the default lock timeout (30 s): a read that
 # waits for it fails (exit 6, vault_busy) or hangs instead of answering.
-HOLD_SECONDS = 600
-HOLDER = """\
-import sys, time
-from pathlib import Path
-from gitmem.store.locking import VaultLock
-lock = VaultLock(Path(sys.argv[1]) / ".git" / "gitmem" / "lock", timeout=60)
-with lock.hold():
-    print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
-"""
 
 
 @pytest.fixture
@@ -44,21 +35,6 @@ def root(tmp_path: Path) -> Path:
         v.add("Deploy checklist", "Run the smoke tests before every deploy.", tags=["ops"])
         v.add("Coffee order", "Flat white, no sugar.", type="preference")
     return root
-
-
-@contextmanager
-def holding_the_lock(root: Path) -> Iterator[subprocess.Popen[str]]:
-    """Another process holding the vault lock until the block ends."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root), str(HOLD_SECONDS)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        yield holder
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
 
 
 @pytest.fixture
