@@ -30,7 +30,7 @@ from .exchange.import_formats import notes_to_copy
 from .memory.schema import Memory
 from .services import Services, open_services
 from . import safefs
-from .store.git import FileChange, GitStore
+from .store.git import CommitInfo, FileChange, GitStore
 from .store.purged import PURGE_JOURNAL
 from .store.recovery import log_recovery, needs_recovery, recover
 from .store.storage import Clock
@@ -547,6 +547,11 @@ class Vault:
         vault's history in one indexed read (``history`` reads one memory's)
         (:meth:`History.touch_log`)."""
         return self.services.history.touch_log()
+
+    def commits(self) -> builtins.list[CommitInfo]:
+        """The branch's commits, newest first (what ``git log`` lists)."""
+        head = self.git.head()
+        return [self.git.info(sha) for sha in reversed(self.git.walk_new(None, head))] if head else []
 
     def history(self, ref: str) -> builtins.list[Version]:
         """Every commit that touched the memory, oldest first, across moves

@@ -1,5 +1,5 @@
-"""File-shaped profiles through the dispatcher: `files` (seed 000), `index` (seed 001)
-and `claude` (Anthropic's memory tool), with the seeds' exact calls, the exact
+"""File-shaped profiles through the dispatcher: `files` (a file tree), `index` (MEMORY.md
+and topic files) and `claude` (Anthropic's memory tool), with the contracts' exact calls, the exact
 result texts, the resulting files and commits, and bad input that changes nothing."""
 
 from __future__ import annotations

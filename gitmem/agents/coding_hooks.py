@@ -813,7 +813,7 @@ def _save_note(vault: "Vault", payload: Mapping[str, Any], *, agent: str, verb: 
     result = done.get(file)
     if isinstance(result, Exception):
         raise result
-    if result is None and file.exists():   # replaced by a newer hook of this session: that one saves it
+    if result is None and file.exists():   # replaced by a newer hook of the same agent session: that one saves it
         return ""
     if result is not None and result.status == "skipped":
         return f"gitmem: session note already saved ({result.memory.id[:8]})\n"

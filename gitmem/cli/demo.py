@@ -79,6 +79,5 @@ def demo(ctx: click.Context, directory: str) -> None:
 
     click.echo(f"==> git -C {where} log --oneline")
     vault = open_vault(ctx)
-    head = vault.git.head()
-    for sha in reversed(vault.git.walk_new(None, head) if head else []):
-        click.echo(f"{sha.decode()[:7]} {vault.git.info(sha).subject}")
+    for commit in vault.commits():
+        click.echo(f"{commit.sha[:7]} {commit.subject}")
