@@ -54,11 +54,11 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .agents.registry import Toolbox
     from .config import Identity, VaultConfig
     from .errors import *  # noqa: F403
-    from .ops.history import Version
     from .memory.schema import MEMORY_TYPES, Memory
-    from .agents.registry import Toolbox
+    from .ops.history import Version
     from .vault import Vault
 
 

@@ -76,7 +76,7 @@ class Identity:
     email: str
 
     @classmethod
-    def parse(cls, text: str, *, default_email: str = "agent@gitmem.local") -> "Identity":
+    def parse(cls, text: str, *, default_email: str = "agent@gitmem.local") -> Identity:
         """Parse ``"Name <email>"`` or a bare name."""
         text = text.strip()
         if "<" in text and text.endswith(">"):
@@ -109,7 +109,7 @@ class LifecycleSettings:
     promote_min_retrievals: int = 3
 
     @classmethod
-    def from_dict(cls, dedup: Any, reflect: Any) -> "LifecycleSettings":
+    def from_dict(cls, dedup: Any, reflect: Any) -> LifecycleSettings:
         """Validate the ``dedup`` and ``reflect`` mappings of the config file."""
         kw: dict[str, Any] = {}
         for section, data, keys in (("dedup", dedup, {"skip": "skip_above",
@@ -178,7 +178,7 @@ class VaultConfig:
         return self.tiers[:-1]
 
     @classmethod
-    def load(cls, root: Path, *, apply_pins: bool = True) -> "VaultConfig":
+    def load(cls, root: Path, *, apply_pins: bool = True) -> VaultConfig:
         """Read ``root/.gitmem.yaml``; a missing file means all defaults.
 
         With ``apply_pins`` (the default), safety settings a sync held back
@@ -206,7 +206,7 @@ class VaultConfig:
         return config
 
     @classmethod
-    def from_yaml_data(cls, data: Any) -> "VaultConfig":
+    def from_yaml_data(cls, data: Any) -> VaultConfig:
         """Validate the parsed YAML of a config file (any value: it may come from a remote)."""
         if not isinstance(data, dict):
             raise InvalidMetadata(f"{CONFIG_NAME} must be a mapping of settings")
@@ -216,7 +216,7 @@ class VaultConfig:
             raise InvalidMetadata(f"{CONFIG_NAME} holds a setting of the wrong shape: {exc}") from None
 
     @classmethod
-    def parse(cls, text: bytes | None) -> "VaultConfig":
+    def parse(cls, text: bytes | None) -> VaultConfig:
         """The config a ``.gitmem.yaml`` holding ``text`` means (None: no file, defaults).
 
         Raises :class:`InvalidMetadata` for a file gitmem cannot use."""
@@ -228,7 +228,7 @@ class VaultConfig:
             raise InvalidMetadata(f"{CONFIG_NAME} is not valid YAML text: {exc}") from None
         return cls.from_yaml_data(data)
 
-    def with_pins(self, pins: dict[str, Any]) -> "VaultConfig":
+    def with_pins(self, pins: dict[str, Any]) -> VaultConfig:
         """This config with each pinned safety setting at the stronger of the
         file's value and the pinned one (a stale pin never weakens anything)."""
         kept: list[str] = []
@@ -256,7 +256,7 @@ class VaultConfig:
         return replace(self, extra=extra, pinned=tuple(kept), **changes)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "VaultConfig":
+    def from_dict(cls, data: dict[str, Any]) -> VaultConfig:
         """Validate a settings mapping (see :data:`DEFAULT_CONFIG_TEXT`)."""
         kwargs: dict[str, Any] = {}
         if "tiers" in data:

@@ -23,8 +23,9 @@ import errno
 import functools
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .errors import InvalidPath, UnsafePath
 
@@ -454,7 +455,7 @@ def _valid_name(name: str) -> bool:
 
 
 def walk_files(root: Path, top: str, *, links: list[str] | None = None,
-               skip_dir: "callable[[str], bool] | None" = None) -> Iterator[tuple[str, os.stat_result]]:
+               skip_dir: callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
     """Every regular file under the folder ``top`` as (vault-relative path, stat),
     without following links.  Links met on the way (to files or folders), and
     names that are not valid UTF-8, are not entered; their paths are appended to

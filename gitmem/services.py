@@ -16,9 +16,9 @@ layers below it::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .config import Identity, VaultConfig
 from .ops.files import Files

@@ -18,18 +18,19 @@ import builtins
 import os
 import shutil
 import weakref
-from datetime import datetime, timezone
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dulwich.file import FileLocked
 
+from . import safefs
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Identity, VaultConfig, env_author
 from .errors import Conflict, InvalidInput, InvalidMetadata, NotAVault, NotFound
 from .exchange.import_formats import notes_to_copy
 from .memory.schema import Memory
 from .services import Services, open_services
-from . import safefs
 from .store.git import CommitInfo, FileChange, GitStore
 from .store.purged import PURGE_JOURNAL
 from .store.recovery import log_recovery, needs_recovery, recover
@@ -41,11 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .exchange.exporting import FolderExport
     from .exchange.importing import ImportReport
     from .exchange.view import ViewReport
-    from .upkeep.doctor import Finding
     from .ops.files import FileWrite, ViewFile
     from .ops.history import Version
     from .ops.lifecycle import CompressBatch, Links, MergeResult, ProtectedContext, Summarizer, WriteResult
-    from .upkeep.purge import PurgeReport
     from .ops.reflect import ReflectReport
     from .search.as_of import AsOfSearch
     from .search.index import SearchIndex
@@ -55,6 +54,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .store.catalog import Catalog, Touch
     from .store.locking import VaultLock
     from .sync.syncer import Remote, SyncReport
+    from .upkeep.doctor import Finding
+    from .upkeep.purge import PurgeReport
 
 __all__ = ["Vault", "Committed"]
 
@@ -79,7 +80,7 @@ MEMORY.md merge=union
 """
 # An exiting process waits at most this long for git's index.lock to update .git/index.
 _CLOSE_FLUSH_TIMEOUT = 10.0
-_live_vaults: "weakref.WeakSet[Vault]" = weakref.WeakSet()
+_live_vaults: weakref.WeakSet[Vault] = weakref.WeakSet()
 
 
 @atexit.register
@@ -111,7 +112,7 @@ class Vault:
         if isinstance(author, str):
             author = Identity.parse(author)
         self.services: Services = open_services(
-            root, author=author or env_author(), clock=clock or (lambda: datetime.now(timezone.utc)),
+            root, author=author or env_author(), clock=clock or (lambda: datetime.now(UTC)),
             lock_timeout=lock_timeout, on_lock=self._recover)
         self._closed = False
         git = self.services.store.git
@@ -139,12 +140,12 @@ class Vault:
         return self.services.store.git
 
     @property
-    def catalog(self) -> "Catalog":
+    def catalog(self) -> Catalog:
         """The private cache of file rows and history (``.git/gitmem/catalog.sqlite``)."""
         return self.services.store.catalog
 
     @property
-    def lock(self) -> "VaultLock":
+    def lock(self) -> VaultLock:
         """The vault lock every write holds."""
         return self.services.store.lock
 
@@ -177,12 +178,12 @@ class Vault:
         return self.services.store.clock
 
     @property
-    def index(self) -> "SearchIndex":
+    def index(self) -> SearchIndex:
         """The search index, opened (and caught up with the files) on first use."""
         return self.services.searcher.index
 
     @property
-    def as_of_search(self) -> "AsOfSearch":
+    def as_of_search(self) -> AsOfSearch:
         """Searches of the vault as it was at a commit or date."""
         return self.services.searcher.as_of_search
 
@@ -212,7 +213,7 @@ class Vault:
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> "Vault":
+    def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Vault:
         """Open the vault at ``path`` (default: ``$GITMEM_VAULT``, else the current folder).
 
         A vault is a git repository holding ``.gitmem.yaml`` (in its folder, or
@@ -244,7 +245,7 @@ class Vault:
     def init(cls, path: str | os.PathLike[str], *, from_dir: str | os.PathLike[str] | None = None,
              author: str | Identity | None = None, clock: Clock | None = None,
              import_tier: str = "long_term",
-             progress: Callable[[int, int], None] | None = None) -> "Vault":
+             progress: Callable[[int, int], None] | None = None) -> Vault:
         """Create a vault at ``path`` (one commit), optionally importing the
         Markdown notes of a plain folder such as the bundled ``sample-vault`` or an
         Obsidian vault.
@@ -292,7 +293,7 @@ class Vault:
         return vault
 
     @classmethod
-    def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> "Vault":
+    def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> Vault:
         """Copy a shared vault from ``url`` into the new folder ``path`` (remote ``origin``)
         and open it; ``kwargs`` go to :meth:`Vault.open` (``author``, ``clock``).  Every
         tree is checked before anything is written (see :mod:`gitmem.sync.syncer`)."""
@@ -344,7 +345,7 @@ class Vault:
         git holds ``index.lock`` (at most ten seconds)."""
         self.services.pipeline.flush(_CLOSE_FLUSH_TIMEOUT)
 
-    def __enter__(self) -> "Vault":
+    def __enter__(self) -> Vault:
         return self
 
     def __exit__(self, *_: Any) -> None:
@@ -587,7 +588,7 @@ class Vault:
     def search(self, query: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False, as_of: str | None = None,
                progress: Callable[[int, int], None] | None = None, hybrid: bool | None = None,
-               **filters: str | Sequence[str] | None) -> "SearchPage":
+               **filters: str | Sequence[str] | None) -> SearchPage:
         """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters)
         (:meth:`SearchService.search`)."""
         return self.services.searcher.search(query, limit=limit, offset=offset,
@@ -690,19 +691,19 @@ class Vault:
         return self.services.files.memory_md_text()
 
     def write_text(self, relpath: str, text: str, *, exists: bool | None = None,
-                   if_match: str | None = None, author: "str | Identity | None" = None,
+                   if_match: str | None = None, author: str | Identity | None = None,
                    subject: str | None = None) -> FileWrite:
         """Write ``text`` exactly to vault-relative ``relpath`` as one commit
         (:meth:`Files.write_text`)."""
         return self.services.files.write_text(relpath, text, exists=exists, if_match=if_match,
                                               author=author, subject=subject)
 
-    def remove_path(self, relpath: str, *, author: "str | Identity | None" = None) -> FileWrite:
+    def remove_path(self, relpath: str, *, author: str | Identity | None = None) -> FileWrite:
         """Remove a file, or a folder with everything in it, as one commit
         (:meth:`Files.remove_path`)."""
         return self.services.files.remove_path(relpath, author=author)
 
-    def rename_path(self, old: str, new: str, *, author: "str | Identity | None" = None) -> FileWrite:
+    def rename_path(self, old: str, new: str, *, author: str | Identity | None = None) -> FileWrite:
         """Rename (move) a file or folder as one commit of tracked renames
         (:meth:`Files.rename_path`)."""
         return self.services.files.rename_path(old, new, author=author)
@@ -726,7 +727,7 @@ class Vault:
         """Conflict copies a sync made and nobody has resolved yet (:meth:`Syncer.conflicts`)."""
         return self.services.syncer.conflicts()
 
-    def sync(self, remote: str = "origin", *, author: "str | Identity | None" = None,
+    def sync(self, remote: str = "origin", *, author: str | Identity | None = None,
              max_attempts: int = MAX_ATTEMPTS) -> SyncReport:
         """Fetch from ``remote``, integrate (fast-forward or merge), push (:meth:`Syncer.sync`)."""
         return self.services.syncer.sync(remote, author=author, max_attempts=max_attempts)
@@ -742,7 +743,7 @@ class Vault:
         accepted ({key: {kept, file, since}}) (:meth:`Syncer.accept_config`)."""
         return self.services.syncer.accept_config(keys)
 
-    def start_embedding(self, log: Callable[[str], None] | None = None) -> "EmbedWorker | None":
+    def start_embedding(self, log: Callable[[str], None] | None = None) -> EmbedWorker | None:
         """Keep embedding vectors current in a background thread, when the vault has
         vectors and the ``embed`` extra is installed (None otherwise)."""
         return self.services.searcher.start_embedding(log)
@@ -750,7 +751,7 @@ class Vault:
     # ------------------------------------------------- import / export / view
     def import_from(self, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,
                     tier: str | None = None, author: str | Identity | None = None, force: bool = False,
-                    progress: Callable[[int, int], None] | None = None) -> "ImportReport":
+                    progress: Callable[[int, int], None] | None = None) -> ImportReport:
         """Import another tool's memories in ONE commit (none when nothing changed).
 
         ``format``: ``markdown``, ``mcp-memory``, ``agent-rules``, ``chatgpt``,
@@ -772,13 +773,13 @@ class Vault:
         from .exchange.exporting import iter_memories, memory_record
         return (memory_record(m) for m in iter_memories(self.services))
 
-    def export_folder(self, target: str | os.PathLike[str], *, force: bool = False) -> "FolderExport":
+    def export_folder(self, target: str | os.PathLike[str], *, force: bool = False) -> FolderExport:
         """Write every memory to ``target/<tier>/<file name>.md`` (never inside the vault;
         a non-empty ``target`` needs ``force``).  See :mod:`gitmem.exchange.exporting`."""
         from .exchange.exporting import export_folder
         return export_folder(self.services, target, force=force)
 
-    def write_view(self, path: str | os.PathLike[str] | None = None) -> "ViewReport":
+    def write_view(self, path: str | os.PathLike[str] | None = None) -> ViewReport:
         """Write the history viewer, one self-contained HTML page, to ``path`` (default
         ``.git/gitmem/view.html``, outside the tracked files): tiers, memories, the commit
         timeline, each memory's versions with diffs and its moves.
@@ -805,13 +806,13 @@ class Vault:
         for good, or purged from the working tree)."""
         return self.services.history.memory_id(ref)
 
-    def purge(self, ref: str) -> "PurgeReport":
+    def purge(self, ref: str) -> PurgeReport:
         """Remove memory ``ref`` (also a deleted one) from the whole history: every version,
         in every commit, as if it had never been written.  See :mod:`gitmem.upkeep.purge`."""
         from .upkeep.purge import purge
         return purge(self.services, ref)
 
-    def doctor(self, *, repair: bool = False) -> builtins.list["Finding"]:
+    def doctor(self, *, repair: bool = False) -> builtins.list[Finding]:
         """Check the vault (frontmatter, metadata, caches, git); ``repair`` fixes what can
         be fixed safely.  See :mod:`gitmem.upkeep.doctor`."""
         from .upkeep.doctor import diagnose

@@ -34,10 +34,11 @@ import json
 import re
 import types
 import typing
-from typing import Any, Callable, Iterable, Union
+from collections.abc import Callable, Iterable
+from typing import Any, NotRequired, Required, Union
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = ["Arguments", "ArgumentError", "OBJECT"]
 

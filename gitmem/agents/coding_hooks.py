@@ -43,9 +43,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, InvalidInput, NotAVault, NotFound
 
@@ -441,7 +442,7 @@ class InstallReport:
                 "events": self.events, "mcp_server": self.mcp_name, "notes": self.notes}
 
 
-def install(agent: str, vault: "Vault | str | os.PathLike[str]", *, scope: str = "project",
+def install(agent: str, vault: Vault | str | os.PathLike[str], *, scope: str = "project",
             project: str | os.PathLike[str] | None = None, max_chars: int = DEFAULT_MAX_CHARS,
             mcp: bool = True, mcp_name: str = DEFAULT_MCP_NAME, profile: str = "gitmem",
             author: str | None = None, python: str | None = None) -> InstallReport:
@@ -557,7 +558,7 @@ def _clip(text: str, limit: int, what: str) -> str:
     return text[:cut].rstrip() + note.format(len(text) - cut)
 
 
-def session_context(vault: "Vault", max_chars: int = DEFAULT_MAX_CHARS) -> str:
+def session_context(vault: Vault, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     """What a session starts with: a one-line header, the protected context
     (rules, constraints, goals) and then ``MEMORY.md``, at most ``max_chars``
     characters in all; the protected context keeps its room first."""
@@ -628,7 +629,7 @@ def transcript_turns(path: str | os.PathLike[str], *, max_turns: int = NOTE_TURN
 
 
 # ------------------------------------------------------------- session notes
-def save_session_note(vault: "Vault", payload: Mapping[str, Any], *, agent: str, verb: str,
+def save_session_note(vault: Vault, payload: Mapping[str, Any], *, agent: str, verb: str,
                       author: str | None = None, max_chars: int = NOTE_MAX_CHARS,
                       turns: list[tuple[str, str]] | None = None) -> Any:
     """Save the end of the session's transcript as the session's one ``episodic`` memory
@@ -687,7 +688,7 @@ def _session_of(payload: Mapping[str, Any]) -> str:
 SPOOL_DIR = "hook-spool"
 
 
-def spool_session_note(vault: "Vault", payload: Mapping[str, Any], turns: list[tuple[str, str]], *,
+def spool_session_note(vault: Vault, payload: Mapping[str, Any], turns: list[tuple[str, str]], *,
                        agent: str, verb: str, author: str | None = None) -> Path:
     """Keep a session note's turns on disk (synced) until it is committed; one file per
     session (a later hook of the session replaces it: its turns are the newer).  Returns
@@ -703,7 +704,7 @@ def spool_session_note(vault: "Vault", payload: Mapping[str, Any], turns: list[t
     return folder / name
 
 
-def spooled_notes(vault: "Vault") -> list[Path]:
+def spooled_notes(vault: Vault) -> list[Path]:
     """The session notes waiting to be committed, oldest first."""
     folder = vault.state_dir / SPOOL_DIR
     try:
@@ -713,7 +714,7 @@ def spooled_notes(vault: "Vault") -> list[Path]:
     return sorted(files, key=lambda f: (f.stat().st_mtime_ns, f.name))
 
 
-def commit_spooled_notes(vault: "Vault") -> dict[Path, Any]:
+def commit_spooled_notes(vault: Vault) -> dict[Path, Any]:
     """Commit every waiting session note (caller holds the vault lock), oldest first;
     each file is removed once its note is in a commit (unless a newer hook of the same
     session replaced it meanwhile).  Returns file -> WriteResult, or the exception for a
@@ -796,7 +797,7 @@ def run_hook(agent: str, verb: str, stdin_text: str, *, vault_path: str | None =
 LOCK_MARGIN = 4.0
 
 
-def _save_note(vault: "Vault", payload: Mapping[str, Any], *, agent: str, verb: str,
+def _save_note(vault: Vault, payload: Mapping[str, Any], *, agent: str, verb: str,
                author: str | None) -> str:
     """A note hook's work (see :func:`run_hook`); returns what it tells stderr."""
     from ..errors import LockTimeout

@@ -47,7 +47,7 @@ def _count(value: Any) -> int:
     return int(value or 0)
 
 
-def _body(memory: "Memory") -> str:
+def _body(memory: Memory) -> str:
     return memory.body.rstrip("\n")
 
 
@@ -69,7 +69,7 @@ def _trace(memory_id: str) -> str:
     return f"mt_{memory_id}"
 
 
-def _trace_memory(ctx: ToolContext, trace_id: str) -> "Memory | None":
+def _trace_memory(ctx: ToolContext, trace_id: str) -> Memory | None:
     """The live memory a trace id names, or None (unknown, ambiguous or soft-deleted)."""
     memory_id = trace_id.strip()
     memory_id = memory_id[3:] if memory_id.startswith("mt_") else memory_id
@@ -303,7 +303,7 @@ def vault_write(ctx: ToolContext,  # noqa: N803 - the contract's parameter names
     return {"id": _written_id(result), "status": result.status}
 
 
-def _vault_view(memory: "Memory") -> dict[str, Any]:
+def _vault_view(memory: Memory) -> dict[str, Any]:
     meta = memory.meta
     return {"id": memory.id, "content": _body(memory), "memoryType": memory.type,
             "summary": meta.get("summary"), "importance": memory.importance, "confidence": memory.confidence,
@@ -357,7 +357,7 @@ _FSM_TYPES = get_args(FsmType)
 Filename = Annotated[str, Field(min_length=1, max_length=300)]
 
 
-def _fsm_view(memory: "Memory", content: bool = True) -> dict[str, Any]:
+def _fsm_view(memory: Memory, content: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"filename": memory.filename, "title": memory.title, "tier": memory.tier,
                            "type": memory.type, "tags": memory.tags}
     if content:
@@ -366,7 +366,7 @@ def _fsm_view(memory: "Memory", content: bool = True) -> dict[str, Any]:
     return out
 
 
-def _fsm_find(ctx: ToolContext, filename: str, tier: str | None = None) -> "Memory":
+def _fsm_find(ctx: ToolContext, filename: str, tier: str | None = None) -> Memory:
     memory = ctx.vault.get(filename)
     if tier is not None and memory.tier != tier:
         raise NotFound(f"{filename} is in {memory.tier}, not in {tier}",

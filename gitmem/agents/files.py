@@ -63,7 +63,7 @@ def files_read(ctx: ToolContext,
     return vault.read_text(vault.file_path(path))
 
 
-def _is_memory_md(vault: "Vault", path: str) -> bool:
+def _is_memory_md(vault: Vault, path: str) -> bool:
     """True for a path naming MEMORY.md directly in a tier folder (``MEMORY.md``,
     ``long_term/MEMORY.md``, any letter case): the spellings an agent uses for the
     generated index.  A MEMORY.md deeper in a folder of the agent's is an ordinary file."""
@@ -168,7 +168,7 @@ def _topics_text(ctx: ToolContext, topics: list[str]) -> str:
     return SEPARATOR.join(parts) or NO_TOPICS
 
 
-def _topic_parts(vault: "Vault", topic: str) -> list[str]:
+def _topic_parts(vault: Vault, topic: str) -> list[str]:
     """The ``# heading\n\ntext`` parts one topic loads (none: no match)."""
     safe = _UNSAFE.sub("", topic)
     pathish = _UNSAFE_PATH.sub("", topic)
@@ -206,7 +206,7 @@ def _topic_parts(vault: "Vault", topic: str) -> list[str]:
     return []
 
 
-def _same_name_parts(vault: "Vault", paths: list[str]) -> list[str]:
+def _same_name_parts(vault: Vault, paths: list[str]) -> list[str]:
     """Each file a shared name matches, under its addressable name (the heading)."""
     named = sorted((_address(vault, path), path) for path in paths)  # the order a folder listing has
     parts: list[str] = []
@@ -220,13 +220,13 @@ def _same_name_parts(vault: "Vault", paths: list[str]) -> list[str]:
     return parts
 
 
-def _address(vault: "Vault", path: str) -> str:
+def _address(vault: Vault, path: str) -> str:
     """The name that loads exactly the file at vault path ``path``: its readable spelling, no ``.md``."""
     view = vault.readable_view(path)
     return view[:-3] if view.endswith(".md") else view
 
 
-def _read_view(vault: "Vault", name: str) -> str | None:
+def _read_view(vault: Vault, name: str) -> str | None:
     """The text of ``<name>.md`` in the readable file view, or None."""
     file_name = name if name.endswith(".md") else f"{name}.md"
     try:
@@ -236,7 +236,7 @@ def _read_view(vault: "Vault", name: str) -> str | None:
     return _read(vault, rel)
 
 
-def _read(vault: "Vault", rel: str) -> str | None:
+def _read(vault: Vault, rel: str) -> str | None:
     """The text of the file at vault path ``rel``; None if absent, a folder, a link or binary."""
     try:
         return vault.read_text(rel)
@@ -244,7 +244,7 @@ def _read(vault: "Vault", rel: str) -> str | None:
         return None
 
 
-def _folder_listing(vault: "Vault", name: str) -> str | None:
+def _folder_listing(vault: Vault, name: str) -> str | None:
     """A folder topic: the memories under it, one per line by the name that loads it
     (and its title); None if ``name`` is no folder."""
     try:

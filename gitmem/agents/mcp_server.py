@@ -37,7 +37,8 @@ import ipaddress
 import os
 import re
 import socket
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, GitmemError, InvalidInput
 
@@ -64,7 +65,7 @@ def require_sdk() -> None:
                            hint='pip install "gitmem-vault[mcp]"')
 
 
-def build_server(toolbox: "Toolbox", before_call: Callable[[], None] | None = None) -> Any:
+def build_server(toolbox: Toolbox, before_call: Callable[[], None] | None = None) -> Any:
     """An ``mcp.server.Server`` serving ``toolbox``'s profile; ``before_call``
     (e.g. :meth:`Follower.before_call`) runs before each tool call, in its thread."""
     import anyio
@@ -116,14 +117,14 @@ def _client_session(ctx: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-async def _run_stdio(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
+async def _run_stdio(toolbox: Toolbox, follower: Follower | None = None) -> None:
     from mcp.server.stdio import stdio_server
     server = build_server(toolbox, follower.before_call if follower is not None else None)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def serve_stdio(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
+def serve_stdio(toolbox: Toolbox, follower: Follower | None = None) -> None:
     """Serve over stdin/stdout with the SDK until the client closes the connection.
 
     ``gitmem mcp`` uses :func:`gitmem.agents.mcp_stdio.serve` instead unless
@@ -258,7 +259,7 @@ class _BearerAuth:
         await self.app(scope, receive, send)
 
 
-def http_app(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+def http_app(toolbox: Toolbox, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
              allowed_hosts: tuple[str, ...] | list[str] = (),
              before_call: Callable[[], None] | None = None) -> Any:
     """The streamable-HTTP ASGI app (at ``/mcp``) for a server bound to ``host``:``port``.
@@ -307,9 +308,9 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(toolbox: "Toolbox", *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+def serve_http(toolbox: Toolbox, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
                allowed_hosts: tuple[str, ...] | list[str] = (),
-               on_ready: Callable[[str], None] | None = None, follower: "Follower | None" = None) -> None:
+               on_ready: Callable[[str], None] | None = None, follower: Follower | None = None) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted.
 
     ``follower`` (not started yet) is started in the background once the

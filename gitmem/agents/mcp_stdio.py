@@ -71,7 +71,7 @@ def server_info(profile: str) -> dict[str, str]:
     return {"name": f"gitmem-{profile}", "title": f"gitmem ({profile} tools)", "version": __version__}
 
 
-def tool_definitions(toolbox: "Toolbox") -> list[dict[str, Any]]:
+def tool_definitions(toolbox: Toolbox) -> list[dict[str, Any]]:
     """``tools/list``'s tools: name, title, description, inputSchema and annotations."""
     listed = []
     for t in toolbox.tools.values():
@@ -105,7 +105,7 @@ class StdioServer:
     None); :meth:`serve` runs the loop over binary streams.
     """
 
-    def __init__(self, toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
+    def __init__(self, toolbox: Toolbox, follower: Follower | None = None) -> None:
         self.toolbox = toolbox
         self.follower = follower  # started after ``initialize``; asked to catch up before each call
         self.initialized = False  # ``initialize`` answered
@@ -243,7 +243,7 @@ class StdioServer:
             self.follower.start(background=True)
 
 
-def serve(toolbox: "Toolbox", follower: "Follower | None" = None) -> None:
+def serve(toolbox: Toolbox, follower: Follower | None = None) -> None:
     """Serve ``toolbox`` on this process's stdin/stdout until stdin closes.
 
     ``follower`` (not started yet) is started once ``initialize`` is answered

@@ -37,7 +37,7 @@ OfType = Annotated[MemoryType, Field(description="Only this type.")]
 Tags = Annotated[list[str], Field(max_length=50)]
 
 
-def _brief(memory: "Memory") -> dict[str, Any]:
+def _brief(memory: Memory) -> dict[str, Any]:
     """A memory without its body: what a write returns."""
     out = {"id": memory.id, "path": memory.path, "title": memory.title, "type": memory.type,
            "tier": memory.tier, "status": memory.status, "tags": memory.tags}

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Identity
@@ -66,7 +67,7 @@ PROFILES: dict[str, str] = {
 }
 _MODULES = {"gitmem": "native", "files": "files", "index": "files",
             "agentos": "compat", "vault": "compat", "fsm": "compat", "claude": "claude"}
-_REGISTRY: dict[str, dict[str, "Tool"]] = {name: {} for name in PROFILES}
+_REGISTRY: dict[str, dict[str, Tool]] = {name: {} for name in PROFILES}
 
 _PERSON = ("ask the person to make the change with the gitmem command line and --force (recorded in the "
            "commit), e.g. `gitmem edit REF --body '...' --force`, `gitmem mv`, `gitmem rm`, `gitmem archive` "
@@ -123,7 +124,7 @@ class Tool:
     anthropic: dict[str, Any] | None = None  # a native Anthropic tool definition, if there is one
 
     @cached_property
-    def arguments(self) -> "Arguments":
+    def arguments(self) -> Arguments:
         """The tool's input schema and validator, built from the handler on first use."""
         from .arguments import Arguments
         return Arguments(self.handler)
@@ -223,8 +224,8 @@ def error_result(code: str, message: str, hint: str | None = None) -> dict[str, 
 class ToolContext:
     """What a handler gets besides its arguments: the vault and the session's author."""
 
-    vault: "Vault"
-    author: "Identity | None" = None
+    vault: Vault
+    author: Identity | None = None
     profile: str = "gitmem"
     state: dict[str, Any] = field(default_factory=dict)
     #: the session's ``source`` group (``mcp:<start time>-<id>`` in an MCP session): memories
@@ -257,7 +258,7 @@ class Toolbox:
     Safe to share between threads (the Vault serialises writes).
     """
 
-    def __init__(self, vault: "Vault | str | Any", profile: str = "gitmem", *, agent: str | None = None) -> None:
+    def __init__(self, vault: Vault | str | Any, profile: str = "gitmem", *, agent: str | None = None) -> None:
         from ..config import Identity
         from ..vault import Vault
         if profile not in PROFILES:
@@ -281,6 +282,7 @@ class Toolbox:
         before it.  ``key`` (e.g. an HTTP client's session object) keeps one context per
         client; None makes it this toolbox's own context."""
         import uuid
+
         from ..memory.schema import iso_now
         ctx = ToolContext(self.vault, self.context.author, self.profile,
                           source=f"{kind}:{iso_now(self.vault.clock())}-{uuid.uuid4().hex[:6]}")
@@ -292,7 +294,7 @@ class Toolbox:
             self._sessions[key] = ctx
         return ctx
 
-    def __enter__(self) -> "Toolbox":
+    def __enter__(self) -> Toolbox:
         return self
 
     def __exit__(self, *_: Any) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -72,7 +73,7 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Print JSON instead of text.")(func)
 
 
-def open_vault(ctx: click.Context) -> "Vault":
+def open_vault(ctx: click.Context) -> Vault:
     """Open the vault named by --vault / $GITMEM_VAULT / the current folder."""
     from ..vault import Vault
     vault = Vault.open(ctx.obj.get("vault_path"), author=ctx.obj.get("author"))

@@ -65,7 +65,7 @@ def import_command(ctx: click.Context, fmt: str, source: str, dry_run: bool, tie
     emit(report.to_dict(), as_json, lambda: _import_text(report))
 
 
-def _import_text(report: "ImportReport") -> str:
+def _import_text(report: ImportReport) -> str:
     counts = report.counts()
     if report.dry_run:
         head = (f"dry run: would create {counts['created']}, update {counts['updated']}; "

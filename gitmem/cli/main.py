@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -53,11 +54,11 @@ def cli(ctx: click.Context, vault_path: str | None, author: str | None) -> None:
     ctx.obj["author"] = author
 
 
-def _short(memory: "Memory") -> str:
+def _short(memory: Memory) -> str:
     return memory.id[:8]
 
 
-def _commit_note(memory: "Memory") -> str:
+def _commit_note(memory: Memory) -> str:
     return f"  (commit {memory.commit[:7]})" if memory.commit else ""
 
 
@@ -264,7 +265,7 @@ def ls(ctx: click.Context, tier: tuple[str, ...], mtype: tuple[str, ...], tags: 
     emit([m.to_dict(body=False) for m in memories], as_json, lambda: _table(memories))
 
 
-def _table(memories: Iterable["Memory"]) -> str:
+def _table(memories: Iterable[Memory]) -> str:
     rows = [f"{m.id[:8]}  {m.tier:<10}  {m.type:<11}  {str(m.meta.get('updated', ''))[:10]}  {m.title}"
             + (f"  [{', '.join(m.tags)}]" if m.tags else "") + ("" if m.status == "active" else f"  ({m.status})")
             for m in memories]
@@ -526,12 +527,13 @@ cli.add_command(watch)
 cli.add_command(hooks)
 cli.add_command(hook)
 from .purge import purge  # noqa: E402 - registered after the core commands
+
 cli.add_command(purge)
 from .embed import embed  # noqa: E402 - registered after the core commands
+
 cli.add_command(embed)
 
-from .lifecycle import (archive, compress, context, links, merge, reflect,  # noqa: E402
-                            unarchive)
+from .lifecycle import archive, compress, context, links, merge, reflect, unarchive  # noqa: E402
 
 for _command in (context, compress, archive, unarchive, merge, reflect, links):
     cli.add_command(_command)
@@ -550,10 +552,13 @@ from .agent import agent  # noqa: E402 - registered after the core commands
 
 cli.add_command(agent)
 from .view import view  # noqa: E402 - registered after the core commands
+
 cli.add_command(view)
 from .demo import demo  # noqa: E402 - registered after the core commands
+
 cli.add_command(demo)
 from .importing import export, import_command  # noqa: E402 - registered after the core commands
+
 cli.add_command(import_command)
 cli.add_command(export)
 

@@ -140,7 +140,7 @@ def sync(ctx: click.Context, name: str, as_json: bool) -> None:
     emit(report.to_dict(), as_json, lambda: _sync_text(report))
 
 
-def _sync_text(report: "SyncReport") -> str:
+def _sync_text(report: SyncReport) -> str:
     what = {"up_to_date": "already up to date", "pushed": "pushed local commits",
             "fast_forward": "fast-forward", "merge": "merged"}[report.action]
     head = f"{report.remote} ({report.url}): {what}"

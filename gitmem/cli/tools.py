@@ -182,9 +182,9 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
       gitmem mcp --vault ~/memory --http --port 8765
       GITMEM_MCP_TOKEN=... gitmem mcp --vault ~/memory --http --host 0.0.0.0 --allow-host box.lan
     """
+    from ..agents.registry import Toolbox
     from ..errors import InvalidInput
     from ..outside.follow import Follower
-    from ..agents.registry import Toolbox
     if not use_http:
         given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY
                  if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]

@@ -56,7 +56,7 @@ def view(ctx: click.Context, out: str | None, serve: bool, port: int, as_json: b
     click.echo("stopped", err=True)
 
 
-def _wrote(report: "ViewReport") -> str:
+def _wrote(report: ViewReport) -> str:
     removed = f" ({report.removed:,} removed)" if report.removed else ""
     return (f"wrote {report.path}  ({report.memories:,} memories{removed}, {report.commits:,} commits, "
             f"{report.versions:,} versions, {report.bytes / 2**20:.1f} MiB, {report.seconds:.1f} s)")

@@ -91,7 +91,7 @@ def hooks() -> None:
     """
 
 
-def _line(state: "HookState") -> str:
+def _line(state: HookState) -> str:
     text = f"{state.name:<14} {state.state:<8} {state.path}"
     if state.state == "gitmem" and state.python:
         text += f"  (runs {state.python}{'' if state.python_ok is not False else ', MISSING'})"

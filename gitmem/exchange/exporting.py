@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 from .. import safefs
 from ..errors import Conflict, InvalidInput, NotFound, UnsafePath
@@ -46,7 +47,7 @@ class FolderExport:
         return {"path": self.path, "exported": len(self.files), "files": dict(self.files)}
 
 
-def memory_record(memory: "Memory") -> dict[str, Any]:
+def memory_record(memory: Memory) -> dict[str, Any]:
     """One memory as an export line holds it (see the module doc for the key order)."""
     record: dict[str, Any] = {"path": memory.path}
     record.update(ordered(memory.meta))
@@ -56,7 +57,7 @@ def memory_record(memory: "Memory") -> dict[str, Any]:
     return record
 
 
-def iter_memories(services: "Services") -> Iterator["Memory"]:
+def iter_memories(services: Services) -> Iterator[Memory]:
     """Every memory of the vault (any status), with its body, in path order."""
     for listed in sorted(services.reader.list(status=None), key=lambda m: m.path):
         try:
@@ -65,13 +66,13 @@ def iter_memories(services: "Services") -> Iterator["Memory"]:
             continue  # removed while the export ran
 
 
-def _outside_vault(services: "Services", target: Path) -> None:
+def _outside_vault(services: Services, target: Path) -> None:
     for form in (target, Path(os.path.realpath(target))):
         if form == services.store.root or services.store.root in form.parents:
             raise InvalidInput(f"{target} is inside the vault; export to a place outside it")
 
 
-def export_jsonl(services: "Services", out: "str | os.PathLike[str] | IO[str]") -> int:
+def export_jsonl(services: Services, out: str | os.PathLike[str] | IO[str]) -> int:
     """Write every memory as one JSON line to ``out`` (a text stream, or a file path
     outside the vault); returns how many were written."""
     if isinstance(out, (str, os.PathLike)):
@@ -99,7 +100,7 @@ def _has_entries(folder: Path) -> bool:
         return any(True for _ in entries)
 
 
-def export_folder(services: "Services", target: "str | os.PathLike[str]", *, force: bool = False) -> FolderExport:
+def export_folder(services: Services, target: str | os.PathLike[str], *, force: bool = False) -> FolderExport:
     """Write every memory to ``target/<tier>/<file name>.md`` (see the module doc)."""
     root = Path(os.path.abspath(Path(target).expanduser()))
     _outside_vault(services, root)
@@ -110,7 +111,7 @@ def export_folder(services: "Services", target: "str | os.PathLike[str]", *, for
     if root.is_dir() and not force and _has_entries(root):
         raise Conflict(f"{root} is not empty", hint="Export to an empty folder, or pass --force (force=True) "
                                                      "to write into it (files of the same name are replaced).")
-    plan: list[tuple["Memory", str]] = []
+    plan: list[tuple[Memory, str]] = []
     taken: dict[str, set[str]] = {}
     for memory in sorted(services.reader.list(status=None), key=lambda m: m.path):
         tier = memory.path.split("/", 1)[0]

@@ -26,14 +26,15 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .. import safefs
-from ..errors import GitmemError, InvalidInput, NotFound
 from ..config import CONFIG_NAME
+from ..errors import GitmemError, InvalidInput, NotFound
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part, slugify
 
 __all__ = ["ImportItem", "FormatSpec", "FORMATS", "markdown_notes", "notes_to_copy", "in_folder", "split_sections",
@@ -217,13 +218,13 @@ def _iso(value: Any) -> str | None:
         return None
     try:
         if isinstance(value, (int, float)):
-            dt = datetime.fromtimestamp(float(value), tz=timezone.utc)
+            dt = datetime.fromtimestamp(float(value), tz=UTC)
         elif isinstance(value, str) and value.strip():
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+            dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
         else:
             return None
-        return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (ValueError, OverflowError, OSError):
         return None
 

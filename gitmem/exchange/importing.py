@@ -26,16 +26,17 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GitmemError, InvalidInput, InvalidMetadata, NotFound
-from ..store.git import FileChange
-from .import_formats import FORMATS, ImportItem, in_code, in_folder
 from ..memory.markdown import link_key
 from ..memory.paths import memory_relpath, slugify
 from ..memory.schema import clean_metadata, new_id, ordered
+from ..store.git import FileChange
+from .import_formats import FORMATS, ImportItem, in_code, in_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Identity
@@ -123,8 +124,8 @@ def convert_links(body: str, stems: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def run_import(services: "Services", fmt: str, source: str | os.PathLike[str], *, dry_run: bool = False,
-               tier: str | None = None, author: "str | Identity | None" = None, force: bool = False,
+def run_import(services: Services, fmt: str, source: str | os.PathLike[str], *, dry_run: bool = False,
+               tier: str | None = None, author: str | Identity | None = None, force: bool = False,
                progress: Callable[[int, int], None] | None = None) -> ImportReport:
     """Import ``source`` in format ``fmt`` into ``vault`` (see the module doc).
 
@@ -173,11 +174,11 @@ def run_import(services: "Services", fmt: str, source: str | os.PathLike[str], *
 class _Batch:
     """The work of one import under the vault lock: placing, rendering, checking."""
 
-    def __init__(self, services: "Services", who: "Identity", force: bool, links: bool) -> None:
+    def __init__(self, services: Services, who: Identity, force: bool, links: bool) -> None:
         self.services, self.who, self.force, self.links = services, who, force, links
         self.results: dict[str, ImportEntry] = {}
         self.order: list[str] = []
-        self.placed: list[tuple[ImportItem, "Memory | None", str, str]] = []
+        self.placed: list[tuple[ImportItem, Memory | None, str, str]] = []
         self.changes: list[FileChange] = []
         self.touched: list[tuple[str, str, str]] = []
         self.forced = False
@@ -196,7 +197,7 @@ class _Batch:
 
     def place(self, items: list[ImportItem], default_tier: str, tier_given: bool, source: Path) -> None:
         """Find each item's memory from an earlier import, or give it an id and a path."""
-        existing: dict[str, "Memory"] = {}
+        existing: dict[str, Memory] = {}
         for memory in sorted(self.services.reader.list(status=None), key=lambda m: m.path):
             key = memory.meta.get("source")
             if isinstance(key, str):
@@ -226,7 +227,7 @@ class _Batch:
                 for name in item.names:
                     self.stems.setdefault(link_key(name), stem)
 
-    def _imported_from(self, memory: "Memory", source: Path) -> bool:
+    def _imported_from(self, memory: Memory, source: Path) -> bool:
         """Whether ``memory``, imported under a key without its folder, may be this
         ``source``'s: no when the import commit that made it (``import ...: ... from
         NAME``) names a folder other than this source's (another project's
@@ -257,14 +258,14 @@ class _Batch:
         taken.add(stem.casefold())
         return stem
 
-    def prepare(self, item: ImportItem, old: "Memory | None", mid: str, path: str) -> None:
+    def prepare(self, item: ImportItem, old: Memory | None, mid: str, path: str) -> None:
         """Render the item's memory file; record a change when it differs from the vault's."""
         try:
             self._prepare(item, old, mid, path)
         except GitmemError as exc:  # a bad title, a secret, too large: this item only
             self._done(item, "skipped", path if old else None, mid if old else None, exc.message)
 
-    def _prepare(self, item: ImportItem, old: "Memory | None", mid: str, path: str) -> None:
+    def _prepare(self, item: ImportItem, old: Memory | None, mid: str, path: str) -> None:
         services = self.services
         body = convert_links(item.body, self.stems) if self.links else item.body
         related = [{"id": self.ids[key], "relation": rel} for key, rel in item.related if key in self.ids]

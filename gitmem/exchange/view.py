@@ -39,10 +39,11 @@ import re
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, StorageError
 from ..memory.markdown import parse_text
@@ -50,8 +51,8 @@ from ..memory.markdown import parse_text
 if TYPE_CHECKING:  # pragma: no cover
     from dulwich.objects import Commit
 
-    from ..store.catalog import Touch
     from ..services import Services
+    from ..store.catalog import Touch
 
 __all__ = ["ViewData", "ViewCommit", "ViewMemory", "ViewReport", "HistoryWalk", "gather", "changed_files",
            "version_texts", "version_chains", "edit_script", "page_chunks", "render_view", "write_view",
@@ -147,7 +148,7 @@ def _author_of(raw: bytes) -> tuple[str, str]:
     return (name.strip() or text, email.rstrip(">") if sep else "")
 
 
-def gather(services: "Services") -> ViewData:
+def gather(services: Services) -> ViewData:
     """Read the vault's memories and its whole history (see the module doc for how)."""
     services.reader.scan()
     walk = HistoryWalk(services, services.history.touch_log())  # touch_log catches up with outside commits first
@@ -164,7 +165,7 @@ def gather(services: "Services") -> ViewData:
 class HistoryWalk:
     """One pass over the vault's history, oldest commit first (:meth:`read` each)."""
 
-    def __init__(self, services: "Services", touches: list[tuple[str, Touch]]) -> None:
+    def __init__(self, services: Services, touches: list[tuple[str, Touch]]) -> None:
         self.services = services
         self.recorded: dict[str, list[tuple[str, str | None, str]]] = {}
         for memory_id, touch in touches:
@@ -298,7 +299,7 @@ def _entries(store: Any, sha: bytes | None, cache: dict[bytes, dict[bytes, tuple
     return found
 
 
-def _last_meta(services: "Services", memory: ViewMemory) -> dict[str, Any]:
+def _last_meta(services: Services, memory: ViewMemory) -> dict[str, Any]:
     """Frontmatter of the last version a removed memory had (title, type, tags ...)."""
     for _, _, path, blob in reversed(memory.versions):
         if blob is not None and path is not None:
@@ -318,7 +319,7 @@ def _text(data: bytes) -> str:
     return text
 
 
-def version_texts(services: "Services", data: ViewData) -> Iterator[list[str | None]]:
+def version_texts(services: Services, data: ViewData) -> Iterator[list[str | None]]:
     """Per memory (in ``data.memories`` order), the text of each version (None: removed)."""
     for memory in data.memories:
         texts: list[str | None] = []
@@ -333,7 +334,7 @@ def version_texts(services: "Services", data: ViewData) -> Iterator[list[str | N
         yield texts
 
 
-def version_chains(services: "Services", data: ViewData) -> Iterator[list[Any]]:
+def version_chains(services: Services, data: ViewData) -> Iterator[list[Any]]:
     """Per memory, its versions as the page embeds them: the first text whole, each
     later one as an edit script of the version before it with text (whole again when
     the script is not much smaller), None when removed.
@@ -405,7 +406,7 @@ def _asset(name: str) -> str:
                            hint="Reinstall gitmem (pip install --force-reinstall gitmem-vault).") from None
 
 
-def page_chunks(services: "Services", data: ViewData) -> Iterator[str]:
+def page_chunks(services: Services, data: ViewData) -> Iterator[str]:
     """The page as pieces of text, in order: versions are read and written one memory
     at a time, so memory use stays flat however long the history is."""
     template, style, script = _asset("view_page.html"), _asset("view_page.css"), _asset("view_page.js")
@@ -436,7 +437,7 @@ def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
 
 
-def render_view(services: "Services") -> str:
+def render_view(services: Services) -> str:
     """The whole page as one string (:func:`write_view` streams it to a file instead)."""
     out = io.StringIO()
     for chunk in page_chunks(services, gather(services)):
@@ -444,7 +445,7 @@ def render_view(services: "Services") -> str:
     return out.getvalue()
 
 
-def write_view(services: "Services", path: str | os.PathLike[str] | None = None) -> ViewReport:
+def write_view(services: Services, path: str | os.PathLike[str] | None = None) -> ViewReport:
     """Write the page to ``path`` (replaced atomically: a browser never reads half a page).
 
     The default, ``.git/gitmem/view.html``, keeps it out of the vault's tracked files (a

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import errno
 import shutil
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import Conflict, InvalidInput
 

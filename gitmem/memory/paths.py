@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 from urllib.parse import unquote
 
 from ..errors import InvalidPath

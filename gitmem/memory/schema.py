@@ -13,9 +13,10 @@ import base64
 import math
 import re
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from ..errors import InvalidInput, InvalidMetadata, InvalidTitle
 
@@ -85,8 +86,8 @@ def path_id(relpath: str) -> str:
 
 def iso_now(now: datetime | None = None) -> str:
     """ISO 8601 UTC with a ``Z`` suffix, second precision."""
-    now = now or datetime.now(timezone.utc)
-    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = now or datetime.now(UTC)
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def has_surrogate(text: str) -> bool:
@@ -184,7 +185,7 @@ def _key_text(key: Any) -> str:
 
 def _utc_ok(dt: datetime) -> bool:
     try:
-        (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC)
     except (OverflowError, ValueError):
         return False
     return True
@@ -194,7 +195,7 @@ def normalize_timestamp(value: Any, field_name: str = "timestamp") -> str:
     """Accept a datetime, a date or an ISO-8601 string; return ISO 8601 UTC ``...Z``."""
     try:
         if isinstance(value, datetime):
-            dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+            dt = value if value.tzinfo else value.replace(tzinfo=UTC)
             return iso_now(dt)
         if hasattr(value, "isoformat") and not isinstance(value, str):  # a date
             return f"{value.isoformat()}T00:00:00Z"

@@ -30,7 +30,7 @@ import re
 import zlib
 from bisect import bisect_left
 from collections import Counter
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["words", "normalize", "content_key", "sketch", "bands", "fingerprints", "similarity", "differences",
            "SKETCH_SIZE", "FACT_CHANGE_CAP", "RENAME_SIMILARITY", "rename_pairs"]
@@ -203,7 +203,7 @@ RENAME_SIMILARITY = 0.5
 _RENAME_PAIRS_LIMIT = 250_000
 
 
-def _line_similarity(a: "Counter[bytes]", size_a: int, b: "Counter[bytes]", size_b: int) -> float:
+def _line_similarity(a: Counter[bytes], size_a: int, b: Counter[bytes], size_b: int) -> float:
     """Bytes of the lines two files share / bytes of the larger one (like git's score)."""
     if len(a) > len(b):
         a, b = b, a
@@ -232,7 +232,7 @@ def rename_pairs(removed: Mapping[str, bytes], added: Mapping[str, bytes]) -> li
         return pairs
     lines = {p: (Counter(d.splitlines(keepends=True)), len(d)) for p, d in
              [*((p, olds[p]) for p in rest_old), *((p, news[p]) for p in rest_new)]}
-    scored = sorted(((-_line_similarity(*lines[o], *lines[n]), o, n) for o in rest_old for n in rest_new))
+    scored = sorted((-_line_similarity(*lines[o], *lines[n]), o, n) for o in rest_old for n in rest_new)
     for score, old, new in scored:
         if -score < RENAME_SIMILARITY:
             break

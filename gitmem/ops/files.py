@@ -32,15 +32,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import safefs
-from ..errors import (Conflict, ContentTooLarge, InvalidContent, InvalidInput, InvalidPath, NotFound, Protected,
-                     UnsafePath)
-from ..store.git import FileChange
+from ..errors import (
+    Conflict,
+    ContentTooLarge,
+    InvalidContent,
+    InvalidInput,
+    InvalidPath,
+    NotFound,
+    Protected,
+    UnsafePath,
+)
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part, memory_relpath
-from ..memory.secrets import policy_of as secrets_policy, redact_text
+from ..memory.secrets import policy_of as secrets_policy
+from ..memory.secrets import redact_text
+from ..store.git import FileChange
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..store.catalog import FileRow
     from ..config import Identity
+    from ..store.catalog import FileRow
     from ..store.reader import Reader
     from ..store.storage import Storage
     from ..write.pipeline import WritePipeline
@@ -89,7 +98,7 @@ class ViewFile:
 class Files:
     """Exact-text file reads and writes (see the module doc for the file view)."""
 
-    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline") -> None:
+    def __init__(self, store: Storage, reader: Reader, pipeline: WritePipeline) -> None:
         self.store = store
         self.reader = reader
         self.pipeline = pipeline
@@ -146,7 +155,7 @@ class Files:
         rel = check_relpath(folder) if folder else None
         files = self.list_files(rel)
         project = rel is None or rel in self.store.config.tiers
-        visible: list[tuple[str, "FileRow | None"]] = []
+        visible: list[tuple[str, FileRow | None]] = []
         spots: dict[str, list[str]] = {}
         for path in files:
             row = rows.get(path)
@@ -207,7 +216,7 @@ class Files:
         if not ref:
             return []
         self.reader.ensure_scanned()
-        rows: list["FileRow"] = []
+        rows: list[FileRow] = []
         for attempt in range(2):
             rows = self.store.catalog.by_id(ref)
             if not rows and ref.endswith(".md"):
@@ -323,7 +332,7 @@ class Files:
         return [(self.reader.read_file(rel, data).id, rel, op)]
 
     def write_text(self, relpath: str, text: str, *, exists: bool | None = None,
-                   if_match: str | None = None, author: "str | Identity | None" = None,
+                   if_match: str | None = None, author: str | Identity | None = None,
                    subject: str | None = None) -> FileWrite:
         """Write ``text`` exactly to vault-relative ``relpath`` as one commit.
 
@@ -394,7 +403,7 @@ class Files:
     def _tracked_under(self, rel: str) -> list[str]:
         return [p for p in self.store.git.list_tree(self.store.git.head()) if p.startswith(rel + "/")]
 
-    def remove_path(self, relpath: str, *, author: "str | Identity | None" = None) -> FileWrite:
+    def remove_path(self, relpath: str, *, author: str | Identity | None = None) -> FileWrite:
         """Remove a file, or a folder with everything in it, as one commit.
 
         A tier folder itself cannot be removed.  Removed files stay in git
@@ -415,7 +424,7 @@ class Files:
             done = self.pipeline.commit([FileChange(p, None) for p in paths], subject, "delete", touched, author=who)
         return FileWrite(paths, done.sha)
 
-    def rename_path(self, old: str, new: str, *, author: "str | Identity | None" = None) -> FileWrite:
+    def rename_path(self, old: str, new: str, *, author: str | Identity | None = None) -> FileWrite:
         """Rename (move) a file or folder as one commit of tracked renames.
 
         Never overwrites: the destination must not exist.  Protected memories

@@ -11,17 +11,16 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-
-from ..store.catalog import Touch, id_from_blob
-from ..errors import InvalidInput, NotFound, RevisionNotFound
 from .. import safefs
-from ..store.git import FileChange
+from ..errors import InvalidInput, NotFound, RevisionNotFound
 from ..memory.markdown import decode, parse_text
 from ..memory.schema import Memory, iso_now, normalize_timestamp
 from ..memory.similarity import rename_pairs
+from ..store.catalog import Touch, id_from_blob
+from ..store.git import FileChange
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..store.reader import Reader
@@ -52,7 +51,7 @@ class Version:
 class History:
     """How memories changed: versions, a memory as of a commit, diffs, restore."""
 
-    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline") -> None:
+    def __init__(self, store: Storage, reader: Reader, pipeline: WritePipeline) -> None:
         self.store = store
         self.reader = reader
         self.pipeline = pipeline
@@ -161,7 +160,7 @@ class History:
             for touch in self.store.catalog.touches(memory_id):
                 info = self.store.git.info(touch.commit.encode())
                 versions.append(Version(
-                    touch.commit, iso_now(datetime.fromtimestamp(info.time, timezone.utc)),
+                    touch.commit, iso_now(datetime.fromtimestamp(info.time, UTC)),
                     info.author, info.subject, touch.op, touch.path))
         if not versions:
             raise NotFound(f"no committed history for {ref!r} yet")

@@ -12,19 +12,20 @@ by default) are never touched without ``force``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..store.catalog import FileRow, gist
+from .. import safefs
 from ..config import Identity
 from ..errors import InvalidInput
-from .. import safefs
-from ..store.git import FileChange
 from ..memory.markdown import split_body
 from ..memory.paths import memory_relpath
 from ..memory.schema import Memory, clean_metadata, new_id, normalize_timestamp, ordered, validate_title
 from ..memory.similarity import content_key, differences, similarity, sketch
+from ..store.catalog import FileRow, gist
+from ..store.git import FileChange
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.markdown import ParsedFile
@@ -198,8 +199,8 @@ def extractive_summary(memories: Sequence[Memory]) -> str:
 class Lifecycle:
     """Dedup on write, protected context, compress, archive, merge and links."""
 
-    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline",
-                 memories: "Memories") -> None:
+    def __init__(self, store: Storage, reader: Reader, pipeline: WritePipeline,
+                 memories: Memories) -> None:
         self.store = store
         self.reader = reader
         self.pipeline = pipeline
@@ -458,9 +459,9 @@ class Lifecycle:
                 f"compress: {len(sources)} {tier} memories -> {title}", who, force)[0]
 
     def _sources(self, refs: Iterable[str], force: bool, action: str
-                 ) -> list[tuple[Memory, "ParsedFile"]]:
+                 ) -> list[tuple[Memory, ParsedFile]]:
         """Resolve memories to consolidate: distinct, not archived, protected only with force."""
-        out: dict[str, tuple[Memory, "ParsedFile"]] = {}
+        out: dict[str, tuple[Memory, ParsedFile]] = {}
         if isinstance(refs, str):
             raise InvalidInput("files must be a list of memory references")
         for ref in refs:
@@ -473,7 +474,7 @@ class Lifecycle:
             out.setdefault(memory.id, (memory, parsed))
         return list(out.values())
 
-    def _consolidate(self, sources: list[tuple[Memory, "ParsedFile"]], new_id_: str,
+    def _consolidate(self, sources: list[tuple[Memory, ParsedFile]], new_id_: str,
                      title: str, body: str, tier: str, tags: list[str], importance: int,
                      related: list[dict[str, str]], source_meta: dict[str, Any], op: str,
                      subject: str, who: Identity, force: bool, *, repoint: bool = False,
@@ -490,7 +491,7 @@ class Lifecycle:
                             forced=force and any(self.pipeline.protected(m) for m, _ in sources))
         return self.pipeline.written(done, rel), repointed
 
-    def _consolidation_changes(self, sources: list[tuple[Memory, "ParsedFile"]],
+    def _consolidation_changes(self, sources: list[tuple[Memory, ParsedFile]],
                                new_id_: str, title: str, body: str, tier: str, tags: list[str],
                                importance: int, related: list[dict[str, str]],
                                source_meta: dict[str, Any], who: Identity, *,
@@ -601,7 +602,7 @@ class Lifecycle:
             memory = self.pipeline.written(done, rel)
         return MergeResult(memory, [m.id for m in mems], repointed)
 
-    def merge_changes(self, sources: list[tuple[Memory, "ParsedFile"]], title: str,
+    def merge_changes(self, sources: list[tuple[Memory, ParsedFile]], title: str,
                        body: str, who: Identity, *, reserved: set[str] | None = None,
                        skip: set[str] | None = None
                        ) -> tuple[list[FileChange], list[tuple[str, str | None, str]], str, list[str]]:

@@ -8,14 +8,15 @@ lifecycle operations (:mod:`gitmem.ops.lifecycle`) build on them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from .. import safefs
 from ..config import Identity
 from ..errors import Conflict, InvalidInput, InvalidMetadata, MatchError
 from ..memory.markdown import ParsedFile
 from ..memory.paths import check_relpath, memory_relpath, slugify
 from ..memory.schema import Memory, clean_metadata, new_id, ordered, validate_title
-from .. import safefs
 from ..store.git import FileChange
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,7 +30,7 @@ __all__ = ["Memories"]
 class Memories:
     """Add, update, move and delete memories, one write each."""
 
-    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline") -> None:
+    def __init__(self, store: Storage, reader: Reader, pipeline: WritePipeline) -> None:
         self.store = store
         self.reader = reader
         self.pipeline = pipeline

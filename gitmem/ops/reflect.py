@@ -31,17 +31,18 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .. import safefs
 from ..config import Identity, LifecycleSettings
-from ..store.git import FileChange
 from ..memory.markdown import split_body
 from ..memory.schema import MAX_RETRIEVALS, MetadataProblem, derive, iso_now, ordered
 from ..memory.similarity import similarity
+from ..store.git import FileChange
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..store.reader import Reader
@@ -234,7 +235,7 @@ def plan_reflect(states: Sequence[MemoryState], pairs: Iterable[tuple[str, str, 
             strength = min(1.0, effective_strength(s, t, settings) + _RETRIEVAL_BOOST * s.pending)
             plan.fold.append(Action(s.id, s.path, s.title, {
                 "retrievals": s.retrievals + s.pending, "strength": round(strength, 4),
-                "reinforced": iso_now(datetime.fromtimestamp(s.last_retrieved or t, timezone.utc))}))
+                "reinforced": iso_now(datetime.fromtimestamp(s.last_retrieved or t, UTC))}))
     return plan
 
 
@@ -243,8 +244,8 @@ class Reflect:
 
     _reflect_guard = threading.Lock()   # one reflect at a time in this process
 
-    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline",
-                 memories: "Memories", lifecycle: "Lifecycle") -> None:
+    def __init__(self, store: Storage, reader: Reader, pipeline: WritePipeline,
+                 memories: Memories, lifecycle: Lifecycle) -> None:
         self.store = store
         self.reader = reader
         self.pipeline = pipeline

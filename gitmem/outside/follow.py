@@ -41,7 +41,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, InvalidMetadata, StorageError
 from ..search.vectors import EmbedWorker
@@ -57,7 +58,7 @@ MODES = ("watch", "poll", "off")
 LogSink = Callable[[str], None]
 
 
-def follow_auto_commit(vault: "Vault") -> bool:
+def follow_auto_commit(vault: Vault) -> bool:
     """Whether a following process also commits outside edits.
 
     Only when ``.gitmem.yaml`` sets ``auto_commit: true`` explicitly: unlike
@@ -83,7 +84,7 @@ class Follower:
     :meth:`stop` at the end (or a ``with`` block).  The vault stays open.
     """
 
-    def __init__(self, vault: "Vault", mode: str = "watch", *, auto_commit: bool | None = None,
+    def __init__(self, vault: Vault, mode: str = "watch", *, auto_commit: bool | None = None,
                  debounce: float = 0.3, rescan_interval: float = 60.0, poll_interval: float = 1.0,
                  log: LogSink | None = None) -> None:
         if mode not in MODES:
@@ -111,7 +112,7 @@ class Follower:
         self.embedder: EmbedWorker | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def start(self, *, background: bool = False) -> "Follower":
+    def start(self, *, background: bool = False) -> Follower:
         """Begin following.  ``background``: start the watcher (which first
         rescans the vault and opens the search index) in a thread and return
         at once, so a server can answer its first request meanwhile.  With the
@@ -177,7 +178,7 @@ class Follower:
         if self.mode != "off":
             self.mode = "stopped"
 
-    def __enter__(self) -> "Follower":
+    def __enter__(self) -> Follower:
         return self.start()
 
     def __exit__(self, *_: Any) -> None:
@@ -217,7 +218,7 @@ class Follower:
             pass
 
 
-def follow(vault: "Vault", mode: str = "watch", **kwargs: Any) -> Follower:
+def follow(vault: Vault, mode: str = "watch", **kwargs: Any) -> Follower:
     """A :class:`Follower` for ``vault`` (use it in a ``with`` block, or call ``start()``)."""
     return Follower(vault, mode, **kwargs)
 

@@ -36,9 +36,10 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, GitmemError, InvalidInput, NotAVault, StorageError
 from ..memory.paths import is_memory_path
@@ -158,7 +159,7 @@ class HookState:
                 "python_ok": self.python_ok, "backup": self.backup}
 
 
-def hooks_dir(vault: "Vault") -> Path:
+def hooks_dir(vault: Vault) -> Path:
     """The folder git runs this vault's hooks from (``core.hooksPath`` aware)."""
     configured = None
     try:
@@ -205,13 +206,13 @@ def _state(folder: Path, name: str) -> HookState:
     return HookState(name, str(path), "gitmem", python, python_ok, backup_text)
 
 
-def hook_status(vault: "Vault") -> list[HookState]:
+def hook_status(vault: Vault) -> list[HookState]:
     """The state of each gitmem hook in the vault's hooks folder."""
     folder = hooks_dir(vault)
     return [_state(folder, name) for name in HOOK_NAMES]
 
 
-def install_hooks(vault: "Vault", *, force: bool = False, python: str | None = None) -> list[HookState]:
+def install_hooks(vault: Vault, *, force: bool = False, python: str | None = None) -> list[HookState]:
     """Write gitmem's hooks (replacing older gitmem hooks).
 
     A hook file that is not gitmem's is left alone and the whole install is
@@ -247,7 +248,7 @@ def install_hooks(vault: "Vault", *, force: bool = False, python: str | None = N
     return [_state(folder, name) for name in HOOK_NAMES]
 
 
-def uninstall_hooks(vault: "Vault") -> list[HookState]:
+def uninstall_hooks(vault: Vault) -> list[HookState]:
     """Remove gitmem's hooks (only those), restoring hooks ``install --force``
     moved aside.  Returns the states of the hooks that were removed."""
     folder = hooks_dir(vault)

@@ -55,8 +55,9 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .. import safefs
 from ..errors import GitmemError, InvalidInput, InvalidMetadata, LockTimeout, StorageError
@@ -84,7 +85,7 @@ _GIT_BUSY = (("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"), ("rebase-a
 LogSink = Callable[[str], None]
 
 
-def auto_commit_setting(vault: "Vault") -> bool:
+def auto_commit_setting(vault: Vault) -> bool:
     """The vault's ``auto_commit`` setting from ``.gitmem.yaml`` (default true)."""
     value = vault.config.extra.get("auto_commit", True)
     if not isinstance(value, bool):
@@ -113,7 +114,7 @@ class _Work:
 class _OverflowListener(logging.Handler):
     """Turns watchdog's "queue overflowed" log record into an immediate rescan."""
 
-    def __init__(self, watcher: "Watcher") -> None:
+    def __init__(self, watcher: Watcher) -> None:
         super().__init__(level=logging.WARNING)
         self.watcher = watcher
 
@@ -140,7 +141,7 @@ class Watcher:
     The vault stays open; whoever opened it closes it.
     """
 
-    def __init__(self, vault: "Vault", *, auto_commit: bool | None = None, debounce: float = 0.3,
+    def __init__(self, vault: Vault, *, auto_commit: bool | None = None, debounce: float = 0.3,
                  commit_delay: float = 2.0, rescan_interval: float = 60.0,
                  max_commit_wait: float = 60.0, log: LogSink | None = None, quiet: bool = False) -> None:
         for name, value in (("debounce", debounce), ("commit_delay", commit_delay),
@@ -182,7 +183,7 @@ class Watcher:
         self._overflow = _OverflowListener(self)
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> "Watcher":
+    def start(self) -> Watcher:
         """Start watching; returns once the vault has been rescanned (and
         outside edits made while nothing watched are committed)."""
         if self._started:
@@ -236,7 +237,7 @@ class Watcher:
             self._worker.join()
         logging.getLogger(_OVERFLOW_LOGGER).removeHandler(self._overflow)
 
-    def __enter__(self) -> "Watcher":
+    def __enter__(self) -> Watcher:
         return self.start()
 
     def __exit__(self, *_: Any) -> None:
@@ -298,7 +299,7 @@ class Watcher:
         parts = rel.split("/")
         return parts[0] in self.tiers and not any(is_hidden_part(p) for p in parts)
 
-    def on_event(self, event: "FileSystemEvent") -> None:
+    def on_event(self, event: FileSystemEvent) -> None:
         """Record one watchdog event (called on the observer thread; never raises)."""
         try:
             self._note(event)
@@ -306,7 +307,7 @@ class Watcher:
             self._log(f"error: {type(exc).__name__}: {exc} (while handling {event.event_type} "
                       f"{os.fsdecode(event.src_path)})", level="error")
 
-    def _note(self, event: "FileSystemEvent") -> None:
+    def _note(self, event: FileSystemEvent) -> None:
         kind = event.event_type
         src = self._rel(event.src_path)
         dest = self._rel(event.dest_path) if kind == "moved" else None
@@ -423,7 +424,7 @@ class Watcher:
             self._commit(None if work.commit_all else sorted(work.commit), final=work.final)
 
     # -------------------------------------------------------- vault calls
-    def _refresh(self, paths: list[str] | None, what: str | None = None) -> "RefreshReport | None":
+    def _refresh(self, paths: list[str] | None, what: str | None = None) -> RefreshReport | None:
         try:
             try:
                 report = self.vault.refresh(paths)
@@ -586,13 +587,20 @@ class _Handler:
     def __init__(self, watcher: Watcher) -> None:
         self.watcher = watcher
 
-    def dispatch(self, event: "FileSystemEvent") -> None:
+    def dispatch(self, event: FileSystemEvent) -> None:
         self.watcher.on_event(event)
 
 
 def _tier_filter() -> list[type]:
-    from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileCreatedEvent,
-                                 FileDeletedEvent, FileModifiedEvent, FileMovedEvent)
+    from watchdog.events import (
+        DirCreatedEvent,
+        DirDeletedEvent,
+        DirMovedEvent,
+        FileCreatedEvent,
+        FileDeletedEvent,
+        FileModifiedEvent,
+        FileMovedEvent,
+    )
     return [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent,
             DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
 

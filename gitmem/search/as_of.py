@@ -20,7 +20,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +28,8 @@ from ..errors import InvalidInput, LockTimeout, RevisionNotFound
 from ..memory.paths import is_memory_path
 
 if TYPE_CHECKING:
-    from ..store.git import GitStore
     from ..memory.schema import Memory
+    from ..store.git import GitStore
     from .index import IndexDoc, SearchPage, VersionIndex
 
 __all__ = ["AsOfSearch", "Point", "cutoff_epoch"]
@@ -70,11 +70,11 @@ class _State:
     follows: dict[str, str] = field(default_factory=dict)   # path -> id of the memory it follows
 
     @classmethod
-    def empty(cls) -> "_State":
+    def empty(cls) -> _State:
         return cls([], [], {}, {})
 
     @classmethod
-    def load(cls, data: Any) -> "_State":
+    def load(cls, data: Any) -> _State:
         if not isinstance(data, dict):
             return cls.empty()
         try:
@@ -101,15 +101,15 @@ class AsOfSearch:
     which paths are memories.
     """
 
-    def __init__(self, git: "GitStore", directory: Path, tiers: Sequence[str],
-                 parse: Callable[[str, bytes], "Memory"],
-                 doc: Callable[["Memory", str, str], "IndexDoc"]) -> None:
+    def __init__(self, git: GitStore, directory: Path, tiers: Sequence[str],
+                 parse: Callable[[str, bytes], Memory],
+                 doc: Callable[[Memory, str, str], IndexDoc]) -> None:
         self.git = git
         self.dir = Path(directory)
         self.tiers = tuple(tiers)
         self.parse = parse
         self.doc = doc
-        self._index: "VersionIndex | None" = None
+        self._index: VersionIndex | None = None
         self._state: _State | None = None
         self._state_stamp: tuple[int, int] | None = None
 
@@ -161,7 +161,7 @@ class AsOfSearch:
             raise RevisionNotFound("the vault has no commits yet", hint=_SEE_LOG)
         if back:
             raise RevisionNotFound(f"{text}: the branch has only {seen} commits", hint=_SEE_LOG)
-        oldest = datetime.fromtimestamp(first or 0, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+        oldest = datetime.fromtimestamp(first or 0, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         raise RevisionNotFound(f"the vault had no commits yet at {text} (its first is from {oldest})",
                                hint=_SEE_LOG)
 
@@ -170,7 +170,7 @@ class AsOfSearch:
     def search(self, query: str, when: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False,
                filters: Mapping[str, str | Sequence[str]] | None = None,
-               progress: Callable[[int, int], None] | None = None) -> "SearchPage":
+               progress: Callable[[int, int], None] | None = None) -> SearchPage:
         """Search the vault as it was at ``when`` (see :meth:`point`); the page and each
         hit carry the commit they are from."""
         with self._locked():
@@ -244,7 +244,7 @@ class AsOfSearch:
                 lock.release()
         return _Hold()
 
-    def _versions(self) -> "VersionIndex":
+    def _versions(self) -> VersionIndex:
         if self._index is None:
             from .index import VersionIndex
             self._index = VersionIndex(self.dir / "index")
@@ -323,7 +323,7 @@ class AsOfSearch:
             if followed is not None:
                 followers[followed].discard(path)
 
-        def begin(path: str, blob: str, memory: "Memory", number: int) -> None:
+        def begin(path: str, blob: str, memory: Memory, number: int) -> None:
             state.alive[path], state.blobs[path], state.ids[path] = number, blob, memory.id
             by_id[memory.id] = path
             followed = memory.meta.get("follows")
@@ -334,7 +334,7 @@ class AsOfSearch:
         for sha in commits:
             number = len(state.chain)
             parent = state.chain[-1].encode() if state.chain else None
-            fresh: dict[str, "Memory"] = {}
+            fresh: dict[str, Memory] = {}
             changed_ids: set[str] = set()
             for change in self.git.changes_between(parent, sha.encode()):
                 old, new = change.old_path, change.new_path
@@ -371,7 +371,7 @@ class AsOfSearch:
         self._save(state)
         return state
 
-    def _context(self, state: _State, memory: "Memory", by_id: Mapping[str, str]) -> str:
+    def _context(self, state: _State, memory: Memory, by_id: Mapping[str, str]) -> str:
         """What a memory is indexed with as its context at the state's commit: its own
         ``context`` field, then the title and text of the memory it follows, if alive."""
         from .documents import context_text
@@ -415,7 +415,7 @@ class _Closing:
     def __init__(self, index: Any) -> None:
         self.index = index
 
-    def search(self, query: str, **kw: Any) -> "SearchPage":
+    def search(self, query: str, **kw: Any) -> SearchPage:
         try:
             return self.index.search(query, **kw)
         finally:

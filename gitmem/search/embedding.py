@@ -27,8 +27,9 @@ import os
 import sys
 import threading
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotInstalled
 
@@ -135,12 +136,12 @@ class Embedder:
             self._session = _onnx_session(self._layers)
         self.backend = "numpy" if self._session is None else "onnx"
 
-    def _norm(self, x: "np.ndarray", ln: tuple) -> "np.ndarray":
+    def _norm(self, x: np.ndarray, ln: tuple) -> np.ndarray:
         mean = x.mean(-1, keepdims=True)
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / self._np.sqrt(var + _EPS) * ln[0] + ln[1]
 
-    def _gelu(self, x: "np.ndarray") -> "np.ndarray":
+    def _gelu(self, x: np.ndarray) -> np.ndarray:
         # BERT's exact GELU, x * Phi(x), with erf from Abramowitz-Stegun 7.1.26 (error
         # < 1.5e-7, below float32 rounding of the results): numpy has no erf.
         np = self._np
@@ -151,7 +152,7 @@ class Embedder:
         erf = 1.0 - poly * np.exp(-z * z)
         return 0.5 * x * (1.0 + np.sign(x) * erf)
 
-    def _forward(self, ids: "np.ndarray", mask: "np.ndarray") -> "np.ndarray":
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Sentence vectors of a batch of equally padded token id rows."""
         np = self._np
         length = ids.shape[1]
@@ -164,7 +165,7 @@ class Embedder:
         vec = summed / np.maximum(mask.sum(1, keepdims=True), 1.0)
         return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
 
-    def _encode(self, x: "np.ndarray", mask: "np.ndarray") -> "np.ndarray":
+    def _encode(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """The encoder layers in numpy (the same network as :mod:`gitmem.search.onnx_graph`)."""
         np = self._np
         n, length = mask.shape
@@ -181,7 +182,7 @@ class Embedder:
             x = self._norm(self._gelu(x @ iw + ib) @ o2w + o2b + x, ln2)
         return x
 
-    def embed(self, texts: Sequence[str], batch: int = 32) -> "np.ndarray":
+    def embed(self, texts: Sequence[str], batch: int = 32) -> np.ndarray:
         """Unit vectors of ``texts`` (in order).  Texts of similar length are batched
         together, so little work goes into padding."""
         np = self._np
@@ -206,6 +207,7 @@ class Embedder:
 def _onnx_session(layers: list) -> Any:
     """An ONNX Runtime session running the encoder (one thread, as for numpy)."""
     import onnxruntime as ort
+
     from .onnx_graph import encoder_model
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1

@@ -15,7 +15,8 @@ candidates were measured with ``bench/retrieval.py``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from . import query as sq
 from .results import SearchPage
@@ -58,7 +59,7 @@ def fuse(lexical: Sequence[tuple[str, float]], cosine: Mapping[str, float],
     return out
 
 
-def hybrid_search(index: "SearchIndex", store: "VectorStore", embedder: "Embedder", query: str, *,
+def hybrid_search(index: SearchIndex, store: VectorStore, embedder: Embedder, query: str, *,
                   limit: int = 10, offset: int = 0, include_inactive: bool = False,
                   filters: Mapping[str, str | Sequence[str]] | None = None,
                   weight: float = HYBRID_WEIGHT, candidates: int = CANDIDATES,

@@ -39,32 +39,33 @@ import re
 import sys
 import threading
 import time
-import weakref
 import warnings
-from contextlib import contextmanager
+import weakref
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import accumulate
 from pathlib import Path
-from typing import Collection, Any
+from typing import Any
 
 import whoosh.index
 import whoosh.searching
-from whoosh import formats, query as wq, scoring
+from whoosh import formats, scoring
+from whoosh import query as wq
 from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.analysis.analyzers import STOP_WORDS
 from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3LeafMatcher, W3PostingsWriter
 from whoosh.columns import NumericColumn, VarBytesColumn
+from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.filedb.structfile import StructFile
-from whoosh.system import pack_uint
-from whoosh.fields import COLUMN, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
 from whoosh.lang import stemmer_for_language
 from whoosh.lang.porter import stem as porter_stem
 from whoosh.matching import ListMatcher
 from whoosh.reading import MultiReader, SegmentReader
+from whoosh.system import pack_uint
 from whoosh.writing import CLEAR, OPTIMIZE, SegmentWriter
 
 from ..errors import InvalidQuery, StorageError
@@ -450,7 +451,7 @@ class _FieldWriter(W3FieldWriter):
         else:
             super().add_postings(schema, known, items)
 
-    def _add_terms(self, schema: Any, lengths: "_KnownLengths | None", items: "_TermPostings") -> None:
+    def _add_terms(self, schema: Any, lengths: _KnownLengths | None, items: _TermPostings) -> None:
         """A rebuild's postings, a whole term at a time (see :class:`_MemoryPool`)."""
         field = None
         for fieldname, btext, ids, weights, values in items.terms():
@@ -578,7 +579,7 @@ class _MemoryPool:
         w._added = True
         w.docnum += 1
 
-    def iter_postings(self) -> "_TermPostings":
+    def iter_postings(self) -> _TermPostings:
         terms, self._terms = self._terms, {}
         return _TermPostings(terms)
 
@@ -741,7 +742,7 @@ class _MappedFile(StructFile):
         start = self._start + position
         return self._mm[start:start + length]
 
-    def subset(self, position: int, length: int, name: str | None = None) -> "_MappedFile":
+    def subset(self, position: int, length: int, name: str | None = None) -> _MappedFile:
         return _MappedFile(self._mm, self._start + position, length, name=name or self._name)
 
 
@@ -1429,7 +1430,7 @@ class SearchIndex:
 
     def _run(self, query: str, limit: int, offset: int, include_inactive: bool,
              filters: Mapping[str, str | Sequence[str]] | None,
-             snap: "Callable[[Any], _Snapshot] | None") -> SearchPage:
+             snap: Callable[[Any], _Snapshot] | None) -> SearchPage:
         """:meth:`search`, over the snapshot ``snap(searcher)`` gives when set."""
         if limit < 0 or offset < 0:
             raise InvalidQuery("limit and offset must not be negative")
@@ -1449,7 +1450,7 @@ class SearchIndex:
                 raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
 
     def _search(self, pq: sq.ParsedQuery, query: str, limit: int, offset: int,
-                include_inactive: bool, snap: "_Snapshot | None" = None) -> SearchPage:
+                include_inactive: bool, snap: _Snapshot | None = None) -> SearchPage:
         """Evaluate a parsed query; with ``snap``, over the snapshot's documents only,
         scored and ordered as a fresh index of just those documents would."""
         s = self._refresh()
@@ -1569,7 +1570,7 @@ class _Snapshot:
         for d in docs:
             self._mask[d] = 1
 
-    def view(self, p: _Postings) -> "_SnapshotPostings":
+    def view(self, p: _Postings) -> _SnapshotPostings:
         return _SnapshotPostings(p, self)
 
     def count(self, p: _Postings, fieldname: str, text: str) -> int:

@@ -14,7 +14,8 @@ last layer's token vectors.  Pooling stays in numpy (:mod:`gitmem.search.embeddi
 from __future__ import annotations
 
 import struct
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["encoder_model"]
 

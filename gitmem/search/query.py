@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from ..errors import InvalidQuery
 
@@ -171,7 +171,7 @@ def _span(text: str) -> tuple[int, int]:
                            "like 2026-05-08T13:56:00Z")
     y, mo, d, hh, mi, ss, tz = m.groups()
     try:
-        tzinfo = timezone.utc
+        tzinfo = UTC
         if tz and tz != "Z":
             sign = 1 if tz[0] == "+" else -1
             digits = tz[1:].replace(":", "")

@@ -41,7 +41,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, neg as neg_, not_, truediv
+from operator import add, not_, truediv
+from operator import neg as neg_
 from typing import Any, Protocol
 
 from . import query as sq

@@ -23,22 +23,23 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from .. import safefs
 from ..errors import InvalidInput, NotInstalled
 from ..memory.markdown import memory_links
-from .. import safefs
 from ..store.catalog import all_tags
 from ..store.git import blob_id
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .as_of import AsOfSearch
     from ..memory.schema import Memory
-    from .index import IndexDoc, SearchIndex, SearchPage
     from ..store.reader import Reader
     from ..store.storage import Storage
+    from .as_of import AsOfSearch
+    from .index import IndexDoc, SearchIndex, SearchPage
     from .vectors import EmbedWorker, VectorStore
 
 __all__ = ["SearchService", "RefreshReport"]
@@ -64,18 +65,18 @@ class SearchService:
     """The vault's search index (a cache of the files), its history index for searches
     as of a past commit, and its embedding vectors."""
 
-    def __init__(self, store: "Storage", reader: "Reader") -> None:
+    def __init__(self, store: Storage, reader: Reader) -> None:
         self.store = store
         self.reader = reader
-        self.open_index: "SearchIndex | None" = None   # None until first used
+        self.open_index: SearchIndex | None = None   # None until first used
         self._behind = False               # open_index may lag the files (not caught up)
         self._private: str | None = None   # the folder of a private index (see index)
-        self._as_of: "AsOfSearch | None" = None
-        self._vector_store: "VectorStore | None" = None
+        self._as_of: AsOfSearch | None = None
+        self._vector_store: VectorStore | None = None
 
     # ------------------------------------------------------------- the index
     @property
-    def index(self) -> "SearchIndex":
+    def index(self) -> SearchIndex:
         """The search index, opened (and caught up with the files) on first use.
 
         Never waits for the vault lock.  Catching up writes the index, so it is done
@@ -124,7 +125,7 @@ class SearchService:
         private.rebuild(self._docs_for(row.path for row in catalog.all_rows()), total=catalog.count())
         self.open_index, self._private, self._behind = private, folder, True
 
-    def _pending(self, index: "SearchIndex") -> list[str] | None:
+    def _pending(self, index: SearchIndex) -> list[str] | None:
         """The paths whose catalog row changed since ``index`` took them (after a scan),
         or None when that list cannot be trusted for this index (every indexed hash
         must then be compared with the catalog's)."""
@@ -145,7 +146,7 @@ class SearchService:
         self.open_index, self._private = None, None
 
     @property
-    def as_of_search(self) -> "AsOfSearch":
+    def as_of_search(self) -> AsOfSearch:
         """Searches of the vault as it was at a commit or date (``.git/gitmem/versions``)."""
         if self._as_of is None:
             from .as_of import AsOfSearch
@@ -153,7 +154,7 @@ class SearchService:
                                      self.reader.memory_from_bytes, self.doc)
         return self._as_of
 
-    def doc(self, memory: "Memory", blob_hash: str, context: str | None = None) -> "IndexDoc":
+    def doc(self, memory: Memory, blob_hash: str, context: str | None = None) -> IndexDoc:
         """What the search index stores of a memory; ``context`` (what it answers or
         continues) is read from the files when not given."""
         from .index import IndexDoc
@@ -186,8 +187,8 @@ class SearchService:
                 return context_text(own, before.title, before.body)
         return own or ""
 
-    def _with_followers(self, index: "SearchIndex",
-                        docs: list["IndexDoc"]) -> list["IndexDoc"]:
+    def _with_followers(self, index: SearchIndex,
+                        docs: list[IndexDoc]) -> list[IndexDoc]:
         """``docs`` and the documents of the memories that follow one of them: their
         context holds the text of the memory they follow, so they are re-indexed with it
         (one index lookup per write; a follower is re-read only when it exists)."""
@@ -195,7 +196,7 @@ class SearchService:
         more = [p for p in index.followers({d.id for d in docs if d.id}) if p not in paths]
         return docs + list(self._docs_for(more)) if more else docs
 
-    def _docs_for(self, paths: Iterable[str]) -> Iterator["IndexDoc"]:
+    def _docs_for(self, paths: Iterable[str]) -> Iterator[IndexDoc]:
         for path in paths:
             try:
                 data = safefs.read_or_none(self.store.root, path)
@@ -204,12 +205,12 @@ class SearchService:
             if data is not None:
                 yield self.doc(self.reader.read_file(path, data), blob_id(data))
 
-    def _rebuild(self, index: "SearchIndex",
+    def _rebuild(self, index: SearchIndex,
                  progress: Callable[[int], None] | None = None) -> int:
         self.reader.scan()
         taken: dict[str, str | None] = {}
 
-        def docs() -> Iterator["IndexDoc"]:
+        def docs() -> Iterator[IndexDoc]:
             for d in self._docs_for(row.path for row in self.store.catalog.all_rows()):
                 taken[d.path] = d.hash
                 yield d
@@ -219,7 +220,7 @@ class SearchService:
         self._note_head(index)
         return count
 
-    def build_from(self, written: Mapping[str, tuple["Memory", str]]) -> None:
+    def build_from(self, written: Mapping[str, tuple[Memory, str]]) -> None:
         """Build the index of a new vault from its first commit's memories, parsed once
         already (lock held): ``gitmem init --from`` is searchable when it returns, and
         the next process finds the index in step with the catalog."""
@@ -231,7 +232,7 @@ class SearchService:
         self._in_step(index, {path: blob for path, (_, blob) in written.items()}, everything=True)
         self._note_head(index)
 
-    def _catch_up(self, index: "SearchIndex") -> RefreshReport:
+    def _catch_up(self, index: SearchIndex) -> RefreshReport:
         """Re-index what differs between the files and the index (lock held).
 
         The catalog lists the paths whose row changed since the index took them
@@ -254,7 +255,7 @@ class SearchService:
         self._note_head(index)
         return report
 
-    def _bring_in_line(self, index: "SearchIndex", on_disk: Mapping[str, str], indexed: Mapping[str, str],
+    def _bring_in_line(self, index: SearchIndex, on_disk: Mapping[str, str], indexed: Mapping[str, str],
                        looked_at: Iterable[str], everything: bool) -> RefreshReport:
         """Re-index the paths whose catalog hash (``on_disk``) differs from the indexed one,
         drop those gone, and record what the index now holds (``looked_at``: paths also
@@ -264,7 +265,7 @@ class SearchService:
             removed=sorted(p for p in indexed if p not in on_disk))
         if report.removed:
             index.delete(report.removed)
-        docs: list["IndexDoc"] = []
+        docs: list[IndexDoc] = []
         if report.indexed:
             docs = self._with_followers(index, list(self._docs_for(report.indexed)))
             index.upsert(docs)
@@ -275,7 +276,7 @@ class SearchService:
 
     @staticmethod
     def _held(on_disk: Mapping[str, str], indexed: Mapping[str, str], removed: Iterable[str],
-              docs: Iterable["IndexDoc"]) -> dict[str, str | None]:
+              docs: Iterable[IndexDoc]) -> dict[str, str | None]:
         """What the index holds of the paths compared, once ``removed`` are deleted and
         ``docs`` written (a file that could not be read keeps what it had)."""
         held: dict[str, str | None] = {p: indexed.get(p) for p in (*on_disk, *indexed)}
@@ -287,7 +288,7 @@ class SearchService:
     #: instead of looking each changed path up in the index.
     CHECK_ALL_OVER = 2000
 
-    def _in_step(self, index: "SearchIndex", taken: Mapping[str, str | None],
+    def _in_step(self, index: SearchIndex, taken: Mapping[str, str | None],
                  everything: bool = False) -> None:
         """Record that the index now holds ``taken`` (path -> blob id, None: not at all);
         ``everything``: ``taken`` is all the index holds (a full comparison or a
@@ -303,7 +304,7 @@ class SearchService:
                 index.set_state("catalog", token)
                 catalog.set("search_index", token)
 
-    def _note_head(self, index: "SearchIndex") -> None:
+    def _note_head(self, index: SearchIndex) -> None:
         head = self.store.git.head()
         commit = head.decode() if head else ""
         if index.get_state("commit") != commit:
@@ -315,7 +316,7 @@ class SearchService:
         if self.open_index is not None:
             self._behind = True
 
-    def index_changes(self, written: Mapping[str, tuple["Memory", str]],
+    def index_changes(self, written: Mapping[str, tuple[Memory, str]],
                        removed: Sequence[str], new: Sequence[str] = ()) -> None:
         """Index the memory files of a commit this Vault just made (lock held).
 
@@ -331,7 +332,7 @@ class SearchService:
         index = self.index
         if removed:
             index.delete(list(removed))
-        docs: list["IndexDoc"] = []
+        docs: list[IndexDoc] = []
         if written:
             docs = self._with_followers(
                 index, [self.doc(memory, blob_hash) for memory, blob_hash in written.values()])
@@ -378,7 +379,7 @@ class SearchService:
     def search(self, query: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False, as_of: str | None = None,
                progress: Callable[[int, int], None] | None = None, hybrid: bool | None = None,
-               **filters: str | Sequence[str] | None) -> "SearchPage":
+               **filters: str | Sequence[str] | None) -> SearchPage:
         """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters).
 
         ``filters``: ``tier``, ``type``, ``tag``, ``scope``, ``agent``,
@@ -432,7 +433,7 @@ class SearchService:
         return page
 
     def list_as_of(self, as_of: str, want: dict[str, set[str]], need_tags: set[str],
-                   limit: int | None) -> list["Memory"]:
+                   limit: int | None) -> list[Memory]:
         """The memories of the vault as it was at commit or date ``as_of`` passing the
         filters of :func:`~gitmem.store.reader.listing_filters` (bodies not loaded)."""
         from ..memory.schema import Memory
@@ -444,7 +445,7 @@ class SearchService:
                    if need_tags <= {tag_key(t) for t in all_tags(m.meta, m.body)})
         return matches_filters(entries, want, limit)
 
-    def start_embedding(self, log: Callable[[str], None] | None = None) -> "EmbedWorker | None":
+    def start_embedding(self, log: Callable[[str], None] | None = None) -> EmbedWorker | None:
         """Keep the vectors current in a background thread when the vault has vectors
         and the ``embed`` extra is installed (None otherwise)."""
         from .vectors import start_embed_worker
@@ -459,7 +460,7 @@ class SearchService:
         if self._as_of is not None:
             self._as_of.close()
 
-    def _vectors_for_search(self, hybrid: bool | None) -> "VectorStore | None":
+    def _vectors_for_search(self, hybrid: bool | None) -> VectorStore | None:
         """The vector store when a search should be hybrid (see :meth:`search`), else None."""
         if hybrid is False:
             return None
@@ -471,7 +472,7 @@ class SearchService:
         store = self._vectors()
         return store if store.exists() else None
 
-    def _vectors(self) -> "VectorStore":
+    def _vectors(self) -> VectorStore:
         if self._vector_store is None:
             from .vectors import VectorStore, vector_dir
             self._vector_store = VectorStore(vector_dir(self.store.state_dir))

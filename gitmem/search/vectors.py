@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GitmemError, StorageError
 from .documents import context_text
@@ -26,9 +27,9 @@ from .documents import context_text
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from .embedding import Embedder
     from ..store.reader import Reader
     from ..store.storage import Storage
+    from .embedding import Embedder
 
 __all__ = ["VectorStore", "embed_text", "vector_keys", "memory_text", "embed_pending", "forget_removed", "EmbedWorker",
            "start_embed_worker", "vector_dir"]
@@ -51,7 +52,7 @@ def embed_text(title: str, body: str, context: str = "") -> str:
     return f"{own}\n{context}" if context else own
 
 
-def vector_keys(store: "Storage") -> dict[str, tuple[str, str | None]]:
+def vector_keys(store: Storage) -> dict[str, tuple[str, str | None]]:
     """``path -> (key, path of the memory it follows)`` for every memory.  The key says
     what its vector is computed from: its file's content hash, plus that of the memory
     it ``follows`` (whose text is part of its context), so editing either makes the
@@ -68,7 +69,7 @@ def vector_keys(store: "Storage") -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def memory_text(reader: "Reader", path: str, followed: str | None = None) -> str:
+def memory_text(reader: Reader, path: str, followed: str | None = None) -> str:
     """The text embedded for the memory at ``path`` whose ``follows`` names the memory
     at ``followed`` (see :func:`embed_text`)."""
     memory = reader.get(path)
@@ -105,7 +106,7 @@ class VectorStore:
         """Whether any vectors were stored (without loading numpy)."""
         return self.file.is_file()
 
-    def load(self) -> tuple[list[str], list[str], "np.ndarray", dict[str, int]]:
+    def load(self) -> tuple[list[str], list[str], np.ndarray, dict[str, int]]:
         """(paths, hashes, float32 matrix of unit rows, path -> row), reloaded when the
         file changed; one consistent set even while another thread saves."""
         import numpy as np
@@ -177,7 +178,7 @@ class VectorStore:
             self._stamp = None
 
 
-def forget_removed(store: "Storage") -> None:
+def forget_removed(store: Storage) -> None:
     """Drop the vectors of memories that are gone or changed (after ``gitmem purge``:
     no vector of purged text stays behind).  Without numpy the cache cannot be read,
     so it is deleted whole (it is rebuilt by ``gitmem embed``)."""
@@ -190,8 +191,8 @@ def forget_removed(store: "Storage") -> None:
         vectors.drop()
 
 
-def embed_pending(store: "Storage", reader: "Reader", refresh: Callable[[], object],
-                  embedder: "Embedder | None" = None,
+def embed_pending(store: Storage, reader: Reader, refresh: Callable[[], object],
+                  embedder: Embedder | None = None,
                   progress: Callable[[int, int], None] | None = None,
                   should_stop: Callable[[], bool] = lambda: False) -> int:
     """Compute the vectors of the vault's memories that have none (new or changed since),
@@ -236,7 +237,7 @@ class EmbedWorker:
     MCP server's follower and ``gitmem watch`` when the ``embed`` extra is installed;
     never raises (problems go to ``log``)."""
 
-    def __init__(self, store: "Storage", reader: "Reader", refresh: Callable[[], object],
+    def __init__(self, store: Storage, reader: Reader, refresh: Callable[[], object],
                  interval: float = 5.0, log: Callable[[str], None] | None = None) -> None:
         self.store, self.reader, self.refresh = store, reader, refresh
         self.interval = interval
@@ -246,7 +247,7 @@ class EmbedWorker:
         self._thread: threading.Thread | None = None
         self.embedded = 0
 
-    def start(self) -> "EmbedWorker":
+    def start(self) -> EmbedWorker:
         """Start the background thread (a daemon: it never keeps a process alive)."""
         self._thread = threading.Thread(target=self._run, name="gitmem-embed", daemon=True)
         self._thread.start()
@@ -279,7 +280,7 @@ class EmbedWorker:
             self._wake.clear()
 
 
-def start_embed_worker(store: "Storage", reader: "Reader", refresh: Callable[[], object],
+def start_embed_worker(store: Storage, reader: Reader, refresh: Callable[[], object],
                        log: Callable[[str], None] | None = None) -> EmbedWorker | None:
     """An :class:`EmbedWorker` for the vault, started, when the ``embed`` extra is
     installed and the vault has vectors (``gitmem embed`` was run once: a vault is

@@ -33,13 +33,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import time
 import re
 import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from ..errors import GitmemError, from_system_error
 from ..memory.markdown import inline_tags, link_key, memory_links
@@ -808,7 +809,7 @@ class Catalog:
         self.db.execute("DELETE FROM touches")
         self.set("history_tip", None)
 
-    def transaction(self) -> "_Tx":
+    def transaction(self) -> _Tx:
         """All changes inside are committed together (or none, on an exception).
 
         Begins IMMEDIATE (takes SQLite's write lock first, waiting up to the busy

@@ -32,10 +32,12 @@ import sys
 import threading
 import time
 from array import array
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator, Literal, Mapping, NamedTuple, Protocol, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -46,10 +48,18 @@ from dulwich.repo import Repo
 from .. import safefs
 from ..config import Identity
 from ..errors import Conflict, GitmemError, LockTimeout, NotAVault, RevisionNotFound, StorageError
-from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport, run_in_child
 from .changes import FileChange
-from .recovery import (PendingObjects, begin_write, drop_objects, end_write, index_lock_marked, index_writing,
-                       mark_index_writing, unmark_index_writing)
+from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport, run_in_child
+from .recovery import (
+    PendingObjects,
+    begin_write,
+    drop_objects,
+    end_write,
+    index_lock_marked,
+    index_writing,
+    mark_index_writing,
+    unmark_index_writing,
+)
 
 __all__ = ["GitStore", "FileChange", "CommitInfo", "PathChange", "ChangeChecks", "Origin", "blob_id",
            "RENAME_OP_TRAILER"]
@@ -63,14 +73,14 @@ class ChangeChecks(Protocol):
     """What the store runs on every commit and fast-forward before any object is
     stored (the vault's write checks, :class:`gitmem.write.checks.WriteChecks`)."""
 
-    def prepare(self, changes: Sequence["FileChange"], generated: Collection[str]) -> list["FileChange"]:
+    def prepare(self, changes: Sequence[FileChange], generated: Collection[str]) -> list[FileChange]:
         """The changes as they will be stored (a ``redact`` policy rewrites secrets)."""
 
-    def __call__(self, store: "GitStore", changes: Sequence["FileChange"], origin: Origin,
+    def __call__(self, store: GitStore, changes: Sequence[FileChange], origin: Origin,
                  parent: bytes | None, generated: Collection[str]) -> None:
         """Raise if a change may not be stored."""
 
-    def refusals(self, store: "GitStore", changes: Sequence["FileChange"], origin: Origin,
+    def refusals(self, store: GitStore, changes: Sequence[FileChange], origin: Origin,
                  parent: bytes | None, generated: Collection[str] = ()) -> dict[str, Any]:
         """The changes that would be refused (path -> the error), without raising."""
 
@@ -97,10 +107,11 @@ class CommitInfo:
         return self.message.split("\n", 1)[0]
 
     def to_dict(self) -> dict[str, object]:
+        from datetime import datetime
+
         from ..memory.schema import iso_now
-        from datetime import datetime, timezone
         return {"commit": self.sha, "author": self.author, "subject": self.subject,
-                "date": iso_now(datetime.fromtimestamp(self.time, timezone.utc))}
+                "date": iso_now(datetime.fromtimestamp(self.time, UTC))}
 
 
 @dataclass(frozen=True)
@@ -167,7 +178,7 @@ class GitStore:
         self._housekeeping = threading.Lock()  # one housekeeping run per process at a time
 
     @classmethod
-    def init(cls, root: Path) -> "GitStore":
+    def init(cls, root: Path) -> GitStore:
         """Create a repository (branch ``main``) with durable object writes."""
         root.mkdir(parents=True, exist_ok=True)
         if not (root / ".git").exists():
@@ -424,7 +435,7 @@ class GitStore:
         try:
             # The new .git/index goes into index.lock first (a full disk stops the write here).
             self._stage_index(self._index_entries(changes, blob_ids, backups, writes))
-            reflog = f"commit: {message.splitlines()[0]}".encode("utf-8")
+            reflog = f"commit: {message.splitlines()[0]}".encode()
             if parent is None:
                 ok = repo.refs.add_if_new(ref, commit.id, message=reflog)
             else:
@@ -617,7 +628,7 @@ class GitStore:
         write, rather than a git command."""
         return index_lock_marked(self)
 
-    def _take_index_lock(self) -> "_HeldIndex":
+    def _take_index_lock(self) -> _HeldIndex:
         path = Path(self.repo.index_path())
         lock = path.with_name(path.name + ".lock")
         deadline = time.monotonic() + self.index_lock_timeout
@@ -679,7 +690,7 @@ class GitStore:
                 except OSError:
                     held.broken = True   # the release then leaves it to the repair (below)
 
-    def _release_index_lock(self, held: "_HeldIndex") -> None:
+    def _release_index_lock(self, held: _HeldIndex) -> None:
         """Rename the lock file over ``.git/index`` when a commit of this hold moved the
         branch; else remove it.  Should the rename fail, the entries are left pending
         (and the index marked) for :meth:`flush_index` or the next process."""
@@ -925,6 +936,7 @@ class GitStore:
                 index.write()
             return
         import io
+
         from dulwich.index import IndexChecksumWriter, write_index_dict
         out = io.BytesIO()
         writer = IndexChecksumWriter(out)
@@ -1204,6 +1216,7 @@ def _rewritten(data: bytes, entries: Mapping[bytes, tuple[bytes, os.stat_result]
     extended flags, a merge conflict).  A path set here loses its conflict stages, as
     ``git add`` of a resolved file does; optional extensions are left out."""
     import io
+
     from dulwich.index import IndexChecksumReader, IndexChecksumWriter, read_index_dict_with_version, write_index_dict
     old, version, _ = read_index_dict_with_version(IndexChecksumReader(io.BytesIO(data)))
     for path, value in entries.items():
@@ -1277,7 +1290,7 @@ def _new_commit(tree: bytes, parents: list[bytes], message: str, author: Identit
 _ANY = object()
 
 
-def _holds(want: str | None) -> "Callable[[bytes | None], bool]":
+def _holds(want: str | None) -> Callable[[bytes | None], bool]:
     return lambda data: (None if data is None else Blob.from_string(data).id.decode()) == want
 
 

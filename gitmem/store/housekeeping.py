@@ -36,20 +36,29 @@ import json
 import os
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from dulwich.errors import ObjectFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 from dulwich.object_store import DiskObjectStore
 from dulwich.objects import Commit, ShaFile, Tree, hex_to_sha
-from dulwich.pack import (OFS_DELTA, REF_DELTA, Pack, UnpackedObject, apply_delta, create_delta,
-                          write_pack_data, write_pack_index)
+from dulwich.pack import (
+    OFS_DELTA,
+    REF_DELTA,
+    Pack,
+    UnpackedObject,
+    apply_delta,
+    create_delta,
+    write_pack_data,
+    write_pack_index,
+)
 
-from .purged import PURGED
 from .locking import try_flock
+from .purged import PURGED
 
 __all__ = ["Housekeeper", "HousekeepingReport", "loose_object_count", "LOOSE_THRESHOLD",
            "EXIT_THRESHOLD", "MAX_PER_RUN", "REPACK_LOCK", "PLACING", "TEMP_PREFIX", "run_in_child",
@@ -120,7 +129,7 @@ class HousekeepingReport:
                 "cleaned": list(self.cleaned), "skipped": self.skipped}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HousekeepingReport":
+    def from_dict(cls, data: dict[str, Any]) -> HousekeepingReport:
         """The report :meth:`to_dict` made (from a run in another process)."""
         return cls(packed=int(data.get("packed", 0)), deltas=int(data.get("deltas", 0)),
                    pruned=int(data.get("pruned", 0)), merged_packs=int(data.get("merged_packs", 0)),

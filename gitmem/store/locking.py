@@ -11,9 +11,9 @@ Inside one process a re-entrant thread lock serialises threads first, so one
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from filelock import FileLock, Timeout
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["record_purged", "purged_in", "PURGED", "PURGE_JOURNAL"]
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .. import safefs
-from .catalog import RACY_NS, FileRow, FileStat, tag_key
-from .git import blob_id
 from ..errors import AmbiguousReference, InvalidContent, InvalidInput, NotFound, UnsafePath
 from ..memory.markdown import ParsedFile, decode, parse_text, wikilink_target
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part
 from ..memory.schema import Memory, clean_metadata, derive, path_id
+from .catalog import RACY_NS, FileRow, FileStat, tag_key
+from .git import blob_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from .storage import Storage
@@ -35,7 +36,7 @@ def row_fields(memory: Memory) -> tuple[dict[str, Any], str | None, str]:
 class Reader:
     """Finds, parses and lists the memories of one vault (never writes a memory file)."""
 
-    def __init__(self, store: "Storage") -> None:
+    def __init__(self, store: Storage) -> None:
         self.store = store
         self.scanned = False   # the catalog has been compared with the disk once
 
@@ -78,7 +79,7 @@ class Reader:
         """Parse one memory file (from disk, or ``data``) without ever writing it."""
         return self.read_parsed(path, data)[0]
 
-    def read_parsed(self, path: str, data: bytes | None = None) -> tuple[Memory, "ParsedFile"]:
+    def read_parsed(self, path: str, data: bytes | None = None) -> tuple[Memory, ParsedFile]:
         """:meth:`_read_file` plus the parsed file (raw frontmatter blocks, for rewriting)."""
         if data is None:
             data = safefs.read_bytes(self.store.root, path)
@@ -407,7 +408,7 @@ def _list_folder(fd: int, folder: str) -> Iterator[tuple[str, os.stat_result | N
             continue
 
 
-def _parse(data: bytes) -> tuple["ParsedFile", list[str]]:
+def _parse(data: bytes) -> tuple[ParsedFile, list[str]]:
     """A memory file's bytes parsed, with the problems found (bad UTF-8, bad YAML)."""
     problems: list[str] = []
     try:

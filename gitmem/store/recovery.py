@@ -43,10 +43,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dulwich.objects import Blob
 
@@ -93,7 +94,7 @@ class Recovery:
         return bool(self.actions)
 
 
-def _state(store: "JournaledStore") -> Path:
+def _state(store: JournaledStore) -> Path:
     return store.git_dir / "gitmem"
 
 
@@ -143,8 +144,8 @@ class PendingObjects:
             self.store.add_object(obj)
 
 
-def begin_write(store: "JournaledStore", ref: bytes, parent: bytes | None, commit: bytes,
-                changes: Sequence["FileChange"], writes: Sequence[bool],
+def begin_write(store: JournaledStore, ref: bytes, parent: bytes | None, commit: bytes,
+                changes: Sequence[FileChange], writes: Sequence[bool],
                 new_objects: Sequence[str] = ()) -> None:
     """Record an about-to-happen write (before its objects, files and ref are written)."""
     files = []
@@ -161,13 +162,13 @@ def begin_write(store: "JournaledStore", ref: bytes, parent: bytes | None, commi
     os.replace(tmp, target)
 
 
-def end_write(store: "JournaledStore") -> None:
+def end_write(store: JournaledStore) -> None:
     """The write finished (or was cleanly undone): forget its journal."""
     (_state(store) / JOURNAL).unlink(missing_ok=True)
 
 
 @contextmanager
-def index_writing(store: "JournaledStore") -> Iterator[None]:
+def index_writing(store: JournaledStore) -> Iterator[None]:
     """Bracket a ``.git/index`` write so a dead writer's ``index.lock`` can be recognised."""
     mark_index_writing(store)
     try:
@@ -176,30 +177,30 @@ def index_writing(store: "JournaledStore") -> Iterator[None]:
         unmark_index_writing(store)
 
 
-def mark_index_writing(store: "JournaledStore") -> None:
+def mark_index_writing(store: JournaledStore) -> None:
     """A gitmem process holds (or is about to take) ``.git/index.lock``."""
     marker = _state(store) / INDEX_MARKER
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
 
 
-def unmark_index_writing(store: "JournaledStore") -> None:
+def unmark_index_writing(store: JournaledStore) -> None:
     """It let ``.git/index.lock`` go."""
     (_state(store) / INDEX_MARKER).unlink(missing_ok=True)
 
 
-def index_lock_marked(store: "JournaledStore") -> bool:
+def index_lock_marked(store: JournaledStore) -> bool:
     """True while a gitmem process says it holds ``.git/index.lock``."""
     return (_state(store) / INDEX_MARKER).exists()
 
 
-def needs_recovery(store: "JournaledStore") -> bool:
+def needs_recovery(store: JournaledStore) -> bool:
     """True when a dead writer left a journal or an index marker (two stats)."""
     state = _state(store)
     return (state / JOURNAL).exists() or (state / INDEX_MARKER).exists()
 
 
-def recover(store: "JournaledStore") -> Recovery:
+def recover(store: JournaledStore) -> Recovery:
     """Finish or clean up after a writer that died.  Caller holds the vault lock."""
     report = Recovery()
     state = _state(store)
@@ -230,7 +231,7 @@ def recover(store: "JournaledStore") -> Recovery:
     return report
 
 
-def _finish(store: "JournaledStore", record: dict[str, Any], report: Recovery) -> None:
+def _finish(store: JournaledStore, record: dict[str, Any], report: Recovery) -> None:
     ref = record["ref"].encode()
     commit = record["commit"].encode()
     parent = record["parent"].encode() if record["parent"] else None
@@ -276,7 +277,7 @@ def _finish(store: "JournaledStore", record: dict[str, Any], report: Recovery) -
         _remove_temp_files(store.root, entry["path"], report)
 
 
-def drop_objects(store: "JournaledStore", ids: Sequence[str]) -> int:
+def drop_objects(store: JournaledStore, ids: Sequence[str]) -> int:
     """Remove the loose objects ``ids`` a write stored and then abandoned; returns how many."""
     removed = 0
     objects = store.git_dir / "objects"
@@ -289,7 +290,7 @@ def drop_objects(store: "JournaledStore", ids: Sequence[str]) -> int:
     return removed
 
 
-def _roll_file(store: "JournaledStore", entry: dict[str, Any], report: Recovery) -> None:
+def _roll_file(store: JournaledStore, entry: dict[str, Any], report: Recovery) -> None:
     """Bring one path to the write's new state, unless someone changed it since."""
     rel = entry["path"]
     try:
@@ -317,7 +318,7 @@ def _remove_temp_files(root: Path, rel: str, report: Recovery) -> None:
             report.actions.append(f"removed temp file {folder}/{other}")
 
 
-def log_recovery(store: "JournaledStore", actions: list[str]) -> None:
+def log_recovery(store: JournaledStore, actions: list[str]) -> None:
     """Append what recovery did to ``.git/gitmem/recovery.log`` (``gitmem doctor`` shows it)."""
     import time
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

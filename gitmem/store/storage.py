@@ -7,10 +7,10 @@ new ``.gitmem.yaml`` replaces it, and every service sees the new settings at onc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 from ..config import Identity, VaultConfig
 from ..memory.paths import is_memory_path

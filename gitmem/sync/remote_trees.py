@@ -23,7 +23,7 @@ __all__ = ["check_incoming_trees", "all_commits", "object_of", "short", "MAX_TRE
 MAX_TREE_PATH_BYTES = 4096
 
 
-def check_incoming_trees(repo: "Repo", commits: list[bytes]) -> dict[bytes, tuple[str, bytes]]:
+def check_incoming_trees(repo: Repo, commits: list[bytes]) -> dict[bytes, tuple[str, bytes]]:
     """Check every tree entry ``commits`` add or change, before any is written.
 
     Each commit's tree is compared with its parents' trees; an entry equal to
@@ -99,7 +99,7 @@ def short(text: str) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def all_commits(repo: "Repo") -> list[bytes]:
+def all_commits(repo: Repo) -> list[bytes]:
     """Every commit reachable from any ref of a fresh clone (tags peeled)."""
     from dulwich.objects import Commit, Tag
     heads = set()

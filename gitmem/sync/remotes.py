@@ -63,7 +63,7 @@ def normalise_url(url: str) -> str:
     return os.path.abspath(os.path.expanduser(url))
 
 
-def http_credentials(git: "GitStore | None", url: str) -> tuple[str | None, str | None]:
+def http_credentials(git: GitStore | None, url: str) -> tuple[str | None, str | None]:
     """(username, password) for an http(s) remote, looked up now and never stored."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -103,7 +103,7 @@ def _port(parsed: Any) -> int | None:
         return None
 
 
-def credential_helper(git: "GitStore | None", scheme: str, host: str, path: str) -> tuple[str, str] | None:
+def credential_helper(git: GitStore | None, scheme: str, host: str, path: str) -> tuple[str, str] | None:
     """Ask the configured ``credential.helper`` programs (git's protocol: ``get`` on stdin).
 
     As git does: every ``credential.helper`` of the config stack (system, then

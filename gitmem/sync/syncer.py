@@ -56,25 +56,26 @@ import random
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .. import safefs
+from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound, SyncError
 from ..memory.paths import MEMORY_MD
 from ..store.catalog import stem_key
-from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound, SyncError
 from ..store.git import FileChange
 from ..store.purged import purged_in
-from .remote_trees import all_commits, check_incoming_trees
-from .remotes import (add_config_section, check_name, http_credentials, normalise_url, redact,
-                      remove_config_section)
 from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
+from .remote_trees import all_commits, check_incoming_trees
+from .remotes import add_config_section, check_name, http_credentials, normalise_url, redact, remove_config_section
 
 if TYPE_CHECKING:  # pragma: no cover
     from dulwich.client import GitClient
     from dulwich.repo import Repo
+
     from ..config import Identity
     from ..ops.history import History
     from ..search.service import SearchService
@@ -156,8 +157,8 @@ class _RemoteMoved(Exception):
 class Syncer:
     """Remotes, and syncing with them: fetch, check, merge memory by memory, push."""
 
-    def __init__(self, store: "Storage", reader: "Reader", pipeline: "WritePipeline",
-                 memory_md: "MemoryMd", searcher: "SearchService", history: "History") -> None:
+    def __init__(self, store: Storage, reader: Reader, pipeline: WritePipeline,
+                 memory_md: MemoryMd, searcher: SearchService, history: History) -> None:
         self.store = store
         self.reader = reader
         self.pipeline = pipeline
@@ -243,7 +244,7 @@ class Syncer:
         return out
 
     # -------------------------------------------------------------- sync
-    def sync(self, remote: str = "origin", *, author: "str | Identity | None" = None,
+    def sync(self, remote: str = "origin", *, author: str | Identity | None = None,
              max_attempts: int = MAX_ATTEMPTS) -> SyncReport:
         """Fetch from ``remote``, integrate (fast-forward or merge), push.
 
@@ -267,8 +268,8 @@ class Syncer:
         report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return report
 
-    def _sync_loop(self, client: "GitClient", path: str, url: str, remote: str,
-                   who: "Identity", report: SyncReport, max_attempts: int) -> None:
+    def _sync_loop(self, client: GitClient, path: str, url: str, remote: str,
+                   who: Identity, report: SyncReport, max_attempts: int) -> None:
         branch = self.store.git.head_ref()
         previous: bytes | None | object = object()
         busy = False
@@ -306,14 +307,14 @@ class Syncer:
                             code="push_rejected", hint="Sync again; everything so far is committed locally.")
 
     # ---------------------------------------------------------- transport
-    def _client(self, url: str) -> tuple["GitClient", str]:
+    def _client(self, url: str) -> tuple[GitClient, str]:
         from dulwich.client import get_transport_and_path
         username, password = http_credentials(self.store.git, url)
         with _remote_errors(url):
             return get_transport_and_path(url, config=self.store.git.repo.get_config_stack(), quiet=True,
                                           username=username, password=password)
 
-    def _fetch(self, client: "GitClient", path: str, url: str, branch: bytes,
+    def _fetch(self, client: GitClient, path: str, url: str, branch: bytes,
                remote: str) -> bytes | None:
         """Fetch ``branch`` from the remote; its tip (None: the remote has no such branch).
 
@@ -360,7 +361,7 @@ class Syncer:
     def _config_path(self) -> str:
         return os.path.join(self.store.git.repo.controldir(), "config")
 
-    def _push(self, client: "GitClient", path: str, url: str, branch: bytes,
+    def _push(self, client: GitClient, path: str, url: str, branch: bytes,
               expected: bytes | None, head: bytes) -> None:
         """Move the remote branch from ``expected`` to ``head``; :class:`_RemoteMoved` if it moved."""
         repo = self.store.git.repo
@@ -397,7 +398,7 @@ class Syncer:
                             code="push_rejected")
 
     # ----------------------------------------------------------- integrate
-    def _integrate(self, remote: str, tip: bytes | None, who: "Identity",
+    def _integrate(self, remote: str, tip: bytes | None, who: Identity,
                    report: SyncReport) -> None:
         """Bring the fetched ``tip`` into our branch and working tree (lock held).
 
@@ -443,13 +444,14 @@ class Syncer:
         with _timer(report, "catch_up"):
             self._after_sync(changes, report)
 
-    def _merge_commit(self, local: bytes, tip: bytes, label: str, who: "Identity",
+    def _merge_commit(self, local: bytes, tip: bytes, label: str, who: Identity,
                       report: SyncReport, arrived: list[FileChange] | None = None) -> list[FileChange]:
         """Commit the merge of ``tip`` into ``local`` (two parents); the files it changed.
 
         ``arrived``: for a fast-forward that needs renames, the files that
         differ between ``local`` and ``tip`` (taken as they are, then renamed)."""
         from dulwich.graph import find_merge_base
+
         from ..write.merge import MergeOutcome
         if arrived is None:
             bases = find_merge_base(self.store.git.repo, [local, tip])
@@ -570,7 +572,7 @@ class Syncer:
             stem = name[:-3]
             n = 2
             while True:
-                while len(f"{stem}-{n}.md".encode("utf-8")) > safefs.MAX_COMPONENT_BYTES:
+                while len(f"{stem}-{n}.md".encode()) > safefs.MAX_COMPONENT_BYTES:
                     stem = stem[:-1]
                 candidate = f"{folder}/{stem}-{n}.md"
                 if stem_key(candidate) not in claimed and not ours(stem_key(candidate), path) \
@@ -587,7 +589,7 @@ class Syncer:
         """Around the write of ``changes``: an arriving ``.gitmem.yaml`` that weakens a
         safety setting is written, but the local value is pinned first (so it is in
         force even if the process dies right after the write), and reported."""
-        from ..config import (SAFETY_KEYS, VaultConfig, pin_entries, weakened_settings, write_pins)
+        from ..config import SAFETY_KEYS, VaultConfig, pin_entries, weakened_settings, write_pins
         change = next((c for c in changes if c.path == CONFIG_FILE), None)
         if change is None:
             yield
@@ -703,7 +705,7 @@ class Syncer:
             report.warnings += problems
 
 
-def clone_repository(url: str, path: "str | os.PathLike[str]") -> Path:
+def clone_repository(url: str, path: str | os.PathLike[str]) -> Path:
     """Copy a shared vault from ``url`` into the new folder ``path`` (remote ``origin``);
     returns the folder.
 
@@ -712,6 +714,7 @@ def clone_repository(url: str, path: "str | os.PathLike[str]") -> Path:
     will not write raises :class:`UnsafeRemoteTree` and the half-made
     folder is removed (an empty folder given as ``path`` is left empty)."""
     import io
+
     from dulwich import porcelain
     url = normalise_url(url)
     target = Path(path).expanduser()
@@ -741,14 +744,14 @@ def _listing(paths: list[str]) -> str:
     return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
-def _head_or_none(repo: "Repo") -> bytes | None:
+def _head_or_none(repo: Repo) -> bytes | None:
     try:
         return repo.refs[b"HEAD"]
     except KeyError:
         return None
 
 
-def _remove_clone(target: "os.PathLike[str]", created: bool) -> None:
+def _remove_clone(target: os.PathLike[str], created: bool) -> None:
     """Undo a refused or failed clone: the folder made for it, or what was put in
     the empty folder the caller gave (links are removed, never followed)."""
     from pathlib import Path
@@ -787,7 +790,7 @@ def _back_off(attempt: int) -> None:
     time.sleep(random.uniform(0.0, min(0.05 * 2 ** attempt, 1.0)))
 
 
-def _close_client(client: "GitClient") -> None:
+def _close_client(client: GitClient) -> None:
     """Release the client's connections (http keeps a pool of sockets)."""
     try:
         client.close()

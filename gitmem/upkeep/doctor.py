@@ -71,7 +71,7 @@ class Finding:
         return out
 
 
-def diagnose(services: "Services", *, repair: bool = False) -> list[Finding]:
+def diagnose(services: Services, *, repair: bool = False) -> list[Finding]:
     """Run every check (and optional repairs); returns the findings in order."""
     with services.store.lock.hold():
         catalog = _catalog(services, repair)
@@ -83,14 +83,14 @@ def diagnose(services: "Services", *, repair: bool = False) -> list[Finding]:
                 _held_config(services)]
 
 
-def _frontmatter(services: "Services") -> Finding:
+def _frontmatter(services: Services) -> Finding:
     bad = {row.path: row.problem for row in services.store.catalog.all_rows() if row.problem}
     return Finding("frontmatter", not bad,
                    f"{len(bad)} file(s) with unparseable frontmatter (indexed as plain Markdown)"
                    if bad else "all frontmatter parses", sorted(bad), bad)
 
 
-def _metadata(services: "Services") -> Finding:
+def _metadata(services: Services) -> Finding:
     """Parsed frontmatter with bad values (each named by its field), tiers that disagree
     with the folder, duplicate ids.  Such files are read with safe defaults (see
     :func:`gitmem.memory.schema.sanitize_metadata`) and are never rewritten to fix them."""
@@ -131,7 +131,7 @@ def _metadata(services: "Services") -> Finding:
                    sorted(details), details)
 
 
-def _index(services: "Services", repair: bool) -> Finding:
+def _index(services: Services, repair: bool) -> Finding:
     index = services.searcher.index  # opening catches up; so compare again to report what is still off
     on_disk = services.store.catalog.hashes()
     indexed = index.indexed()
@@ -150,7 +150,7 @@ def _index(services: "Services", repair: bool) -> Finding:
     return finding
 
 
-def _worktree(services: "Services") -> Finding:
+def _worktree(services: Services) -> Finding:
     changes = services.pipeline.outside_changes()
     paths = [c.path for c in changes]
     return Finding("worktree", not paths,
@@ -159,7 +159,7 @@ def _worktree(services: "Services") -> Finding:
                    paths)
 
 
-def _git_index(services: "Services", repair: bool) -> Finding:
+def _git_index(services: Services, repair: bool) -> Finding:
     """``.git/index`` against HEAD, and every blob it names must exist.
 
     An index naming a blob that is gone (a purge or prune killed part-way) makes
@@ -192,7 +192,7 @@ def _git_index(services: "Services", repair: bool) -> Finding:
     return finding
 
 
-def _index_missing_blobs(services: "Services") -> dict[str, str]:
+def _index_missing_blobs(services: Services) -> dict[str, str]:
     """Paths whose ``.git/index`` entry names a blob the object store does not have."""
     store = services.store.git.repo.object_store
     missing: dict[str, str] = {}
@@ -205,7 +205,7 @@ def _index_missing_blobs(services: "Services") -> dict[str, str]:
     return missing
 
 
-def _temp_files(services: "Services", repair: bool) -> Finding:
+def _temp_files(services: Services, repair: bool) -> Finding:
     leftovers = [name for name in safefs.listdir(services.store.root, "") if safefs.TEMP_MARK in name]
     for top in safefs.listdir(services.store.root, ""):
         if top != ".git" and safefs.is_dir(services.store.root, top):
@@ -215,7 +215,7 @@ def _temp_files(services: "Services", repair: bool) -> Finding:
                       "no leftover temp files", repair)
 
 
-def _removable(services: "Services", check: str, rels: list[str], problem: str, fine: str,
+def _removable(services: Services, check: str, rels: list[str], problem: str, fine: str,
                repair: bool) -> Finding:
     """A finding listing leftover files (vault-relative) that ``--repair`` deletes."""
     finding = Finding(check, not rels, f"{len(rels)} {problem}" if rels else fine, sorted(rels))
@@ -232,7 +232,7 @@ def _removable(services: "Services", check: str, rels: list[str], problem: str, 
     return finding
 
 
-def _fsck(services: "Services") -> Finding:
+def _fsck(services: Services) -> Finding:
     git = shutil.which("git")
     if git:
         result = subprocess.run([git, "fsck", "--no-progress", "--no-dangling"], cwd=services.store.root,
@@ -258,7 +258,7 @@ def _fsck(services: "Services") -> Finding:
                    if not problems else f"corrupt objects: {'; '.join(problems)}")
 
 
-def _catalog(services: "Services", repair: bool) -> Finding:
+def _catalog(services: Services, repair: bool) -> Finding:
     """The catalog cache: readable, rows in step with the files, history with HEAD.
 
     Rows and history are caches every read catches up lazily, so being behind
@@ -290,7 +290,7 @@ def _catalog(services: "Services", repair: bool) -> Finding:
                    else "catalog matches the files and history", changed[:20])
 
 
-def _stale_rows(services: "Services") -> list[str]:
+def _stale_rows(services: Services) -> list[str]:
     known = {path: services.store.catalog.stat_of(path) for path in services.store.catalog.hashes()}
     disk = services.reader.disk_files()  # the doctor compares the cache with the disk
     stale = [p for p, st in disk.items() if known.get(p) != (st.st_mtime_ns, st.st_size)]
@@ -300,7 +300,7 @@ def _stale_rows(services: "Services") -> list[str]:
 _LOCK_AGE = 60.0  # seconds: git holds its locks for milliseconds, an editor-open commit for longer
 
 
-def _git_locks(services: "Services", repair: bool) -> Finding:
+def _git_locks(services: Services, repair: bool) -> Finding:
     """Lock files in .git that no live process is using (older than a minute)."""
     import time
     git_dir = services.store.git.git_dir
@@ -323,7 +323,7 @@ def _git_locks(services: "Services", repair: bool) -> Finding:
                       "no stale lock files in .git", repair)
 
 
-def _recovery(services: "Services") -> Finding:
+def _recovery(services: Services) -> Finding:
     """What crash recovery did (informational: recovery itself is automatic)."""
     log = services.store.state_dir / "recovery.log"
     try:
@@ -336,7 +336,7 @@ def _recovery(services: "Services") -> Finding:
                    else "no interrupted writes recovered", lines[-5:])
 
 
-def _secrets(services: "Services") -> Finding:
+def _secrets(services: Services) -> Finding:
     """Memory files holding what looks like a secret (a person's edits are committed as saved)."""
     from ..memory.secrets import policy_of, scan_text
     if policy_of(services.store.config) == "allow":
@@ -355,7 +355,7 @@ def _secrets(services: "Services") -> Finding:
                    else "no secrets found in memory files", sorted(details), details)
 
 
-def _links(services: "Services") -> Finding:
+def _links(services: Services) -> Finding:
     """Symbolic links in the tier folders (or as MEMORY.md / .gitmem.yaml): refused,
     never read, followed or committed."""
     links = services.reader.refused_links()
@@ -366,7 +366,7 @@ def _links(services: "Services") -> Finding:
                    else "no symbolic links in the vault", links)
 
 
-def _held_config(services: "Services") -> Finding:
+def _held_config(services: Services) -> Finding:
     """Safety settings a sync brought in weaker form and that nobody accepted yet."""
     held = services.syncer.pending_config()
     details = {key: f"kept {entry['kept']!r}; .gitmem.yaml says {entry['file']!r}"
@@ -376,12 +376,13 @@ def _held_config(services: "Services") -> Finding:
                    "'gitmem config accept'" if held else "no safety settings held back", sorted(held), details)
 
 
-def _memory_index(services: "Services", repair: bool) -> Finding:
+def _memory_index(services: Services, repair: bool) -> Finding:
     """MEMORY.md against the memories.  Behind only because memories were committed
     with git (``git commit``, ``git pull``) since gitmem last generated it is a
     notice (ok): the next gitmem write regenerates it.  Edited by hand (on disk or
     in the last commit that changed it) or missing is a failure."""
     import re
+
     from ..memory.paths import MEMORY_MD
     if not services.store.config.memory_index:
         return Finding("memory-index", True, "MEMORY.md is turned off (memory_index: false)")

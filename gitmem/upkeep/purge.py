@@ -61,23 +61,24 @@ import re
 import shutil
 import stat
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from dulwich.object_store import iter_tree_contents
 from dulwich.objects import Blob, Commit, Tag, Tree
 
 from .. import safefs
-from ..store.catalog import id_from_blob
 from ..errors import NotFound, StorageError, UnsafePath
-from ..store.git import blob_id
 from ..memory.markdown import decode, parse_text
 from ..memory.paths import MEMORY_MD
-from ..write.memory_md import render_index
-from ..store.recovery import PendingObjects, needs_recovery, recover
 from ..search.vectors import forget_removed
+from ..store.catalog import id_from_blob
+from ..store.git import blob_id
 from ..store.purged import PURGE_JOURNAL, record_purged
+from ..store.recovery import PendingObjects, needs_recovery, recover
+from ..write.memory_md import render_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..services import Services
@@ -157,7 +158,7 @@ class _Rewriter:
     New objects go to ``self.pending`` (in memory) until the journal is written.
     """
 
-    def __init__(self, services: "Services", memory_id: str, paths: set[str], titles: set[str]) -> None:
+    def __init__(self, services: Services, memory_id: str, paths: set[str], titles: set[str]) -> None:
         self.services = services
         self.pending = PendingObjects(services.store.git.repo.object_store)
         self.id = memory_id
@@ -445,7 +446,7 @@ class _Rewriter:
         return None if self.pending[self.pending[new_tip].tree].items() == [] else new_tip
 
 
-def _history_of(services: "Services", memory_id: str) -> tuple[set[str], set[str]]:
+def _history_of(services: Services, memory_id: str) -> tuple[set[str], set[str]]:
     """Every path and title the memory had, from the catalog's history table."""
     paths: set[str] = set()
     titles: set[str] = set()
@@ -478,7 +479,7 @@ def _files(store: Any, commit: bytes | None) -> dict[str, bytes]:
             for e in iter_tree_contents(store, store[commit].tree) if stat.S_ISREG(e.mode)}
 
 
-def _render_without(services: "Services", removed: set[str], ids: set[str]) -> bytes:
+def _render_without(services: Services, removed: set[str], ids: set[str]) -> bytes:
     """``MEMORY.md`` for the vault without the removed files (catalog changes rolled back)."""
     services.memory_md.render()  # brings the catalog up to date with the files first
     for memory_id in ids:  # an uncommitted copy of a purged memory is removed from disk too
@@ -488,7 +489,7 @@ def _render_without(services: "Services", removed: set[str], ids: set[str]) -> b
         return render_index(services.store.catalog, services.store.config).encode("utf-8")
 
 
-def _plan(services: "Services", rewriter: _Rewriter, report: PurgeReport) -> dict[str, Any]:
+def _plan(services: Services, rewriter: _Rewriter, report: PurgeReport) -> dict[str, Any]:
     """Rewrite everything in memory; return the journal record of what to apply."""
     repo = services.store.git.repo
     store = rewriter.pending
@@ -563,7 +564,7 @@ def _plan(services: "Services", rewriter: _Rewriter, report: PurgeReport) -> dic
             "old_commits": sorted(sha.decode() for sha in moved)}
 
 
-def purge(services: "Services", ref: str) -> PurgeReport:
+def purge(services: Services, ref: str) -> PurgeReport:
     """Remove the memory ``ref`` names (id, path, title; also a deleted one), its
     conflict copies and the notes holding it from all history (see module docstring)."""
     with services.store.lock.hold():  # taking the lock first finishes an earlier purge that was killed
@@ -592,14 +593,14 @@ def _store_objects(pending: PendingObjects) -> None:
         pending.store.add_objects([(obj, None) for obj in fresh])
 
 
-def _write_journal(services: "Services", record: dict[str, Any]) -> None:
+def _write_journal(services: Services, record: dict[str, Any]) -> None:
     target = services.store.state_dir / JOURNAL
     tmp = target.with_name(JOURNAL + ".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, target)
 
 
-def _run(services: "Services", record: dict[str, Any], start: str) -> int:
+def _run(services: Services, record: dict[str, Any], start: str) -> int:
     """Apply the journaled purge from step ``start`` on; returns the objects pruned."""
     pruned = 0
     for step in STEPS[STEPS.index(start):]:
@@ -621,7 +622,7 @@ def _run(services: "Services", record: dict[str, Any], start: str) -> int:
     return pruned
 
 
-def _move_refs(services: "Services", record: dict[str, Any]) -> None:
+def _move_refs(services: Services, record: dict[str, Any]) -> None:
     """Move each ref from its old to its new value; a ref already moved is left alone."""
     repo = services.store.git.repo
     for name, old, new in record["refs"]:
@@ -642,7 +643,7 @@ def _move_refs(services: "Services", record: dict[str, Any]) -> None:
                                hint="Run any gitmem command: the purge is finished from its journal.")
 
 
-def _update_worktree(services: "Services", record: dict[str, Any]) -> None:
+def _update_worktree(services: Services, record: dict[str, Any]) -> None:
     """Bring the working tree to the new HEAD, never over a person's later edit
     (all through the path gate, :mod:`gitmem.safefs`: no link is followed)."""
     root = services.store.root
@@ -676,7 +677,7 @@ def _disk(root: Path, path: str) -> bytes | None:
 
 
 
-def _forget_old_objects(services: "Services") -> int:
+def _forget_old_objects(services: Services) -> int:
     """Delete the reflogs and prune every unreachable object (repacking the rest)."""
     from dulwich.gc import garbage_collect
     logs = services.store.git.git_dir / "logs"
@@ -686,7 +687,7 @@ def _forget_old_objects(services: "Services") -> int:
     return len(stats.pruned_objects)
 
 
-def _remove_partial_packs(services: "Services") -> list[str]:
+def _remove_partial_packs(services: Services) -> list[str]:
     """Pack files a killed pack write or repack left: a pack without its index (or
     the reverse), a temp pack, an index lock.  Only called when recovering a killed
     purge: these are its own writes (a normal purge leaves none)."""
@@ -710,7 +711,7 @@ def _remove_partial_packs(services: "Services") -> list[str]:
     return removed
 
 
-def _rebuild_caches(services: "Services") -> None:
+def _rebuild_caches(services: Services) -> None:
     """History table, file rows and search index from scratch; no old page left in SQLite."""
     services.store.catalog.reset_touches()
     services.reader.scan()
@@ -725,7 +726,7 @@ def _rebuild_caches(services: "Services") -> None:
         services.searcher.open_index.optimize()
 
 
-def recover_purge(services: "Services") -> list[str]:
+def recover_purge(services: Services) -> list[str]:
     """Finish, or roll back, a purge whose process was killed (caller holds the vault lock).
 
     One stat when there is no journal.  Killed before all its objects were
@@ -763,13 +764,13 @@ def recover_purge(services: "Services") -> list[str]:
     return actions
 
 
-def _objects_stored(services: "Services", record: dict[str, Any]) -> bool:
+def _objects_stored(services: Services, record: dict[str, Any]) -> bool:
     store = services.store.git.repo.object_store
     wanted = [new for _, _, new in record["refs"] if new] + [new for _, _, new in record["worktree"] if new]
     return all(sha.encode() in store for sha in wanted)
 
 
-def _remove_stale_ref_locks(services: "Services", record: dict[str, Any]) -> None:
+def _remove_stale_ref_locks(services: Services, record: dict[str, Any]) -> None:
     """Lock files dulwich left when the purge was killed inside a ref update or gc's
     ``pack_refs``: they would make every later ref update fail."""
     git_dir = services.store.git.git_dir
@@ -785,7 +786,7 @@ def _remove_stale_ref_locks(services: "Services", record: dict[str, Any]) -> Non
         (git_dir / "packed-refs.lock").unlink(missing_ok=True)
 
 
-def _log(services: "Services", actions: list[str]) -> None:
+def _log(services: Services, actions: list[str]) -> None:
     if not actions:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

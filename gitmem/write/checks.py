@@ -30,9 +30,10 @@ value in a person's or a remote's file is recorded as a problem, never a crash.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
 from .. import safefs
 from ..errors import Conflict, ContentTooLarge, GitmemError, InvalidContent, SecretDetected, UnsafePath
@@ -56,7 +57,7 @@ class WriteChecks:
     """
 
     root: Path
-    config: Callable[[], "VaultConfig"]
+    config: Callable[[], VaultConfig]
     # Lines of generated files already scanned and found clean.  MEMORY.md is ~40 KB at
     # 10k memories and a write changes a few of its lines: scanning only new lines keeps
     # the check at microseconds instead of ~10 ms per write.
@@ -72,7 +73,7 @@ class WriteChecks:
             return None
         return redact_text(text)
 
-    def prepare(self, changes: Sequence["FileChange"], generated: Collection[str]) -> list["FileChange"]:
+    def prepare(self, changes: Sequence[FileChange], generated: Collection[str]) -> list[FileChange]:
         """``changes`` with secrets redacted from the files gitmem generates (MEMORY.md):
         they quote memories, and a person's uncommitted note may hold a secret."""
         if not generated or policy_of(self.config()) == "allow":
@@ -86,14 +87,14 @@ class WriteChecks:
             out.append(change)
         return out
 
-    def __call__(self, store: "GitStore", changes: Sequence["FileChange"], origin: Origin,
+    def __call__(self, store: GitStore, changes: Sequence[FileChange], origin: Origin,
                  parent: bytes | None, generated: Collection[str] = ()) -> None:
         """Raise a :class:`~gitmem.errors.GitmemError` if any change may not be committed."""
         errors = self.refusals(store, changes, origin, parent, generated)
         if errors:
             raise next(iter(errors.values()))
 
-    def refusals(self, store: "GitStore", changes: Sequence["FileChange"], origin: Origin,
+    def refusals(self, store: GitStore, changes: Sequence[FileChange], origin: Origin,
                  parent: bytes | None, generated: Collection[str] = ()) -> dict[str, GitmemError]:
         """Each change that may not be committed -> why (empty when all pass)."""
         out: dict[str, GitmemError] = {}
@@ -109,8 +110,8 @@ class WriteChecks:
                 out[change.path] = exc
         return out
 
-    def _check_one(self, store: "GitStore", change: "FileChange", origin: Origin, parent: bytes | None,
-                   generated: Collection[str], config: "VaultConfig", policy: str,
+    def _check_one(self, store: GitStore, change: FileChange, origin: Origin, parent: bytes | None,
+                   generated: Collection[str], config: VaultConfig, policy: str,
                    removed: set[str], added_names: dict[tuple[str, str], str]) -> None:
         path = change.path
         parts = safefs.split_checked(path)
@@ -154,7 +155,7 @@ class WriteChecks:
                 findings=[f.to_dict() for f in found], path=shown)
 
 
-def _case_twin(store: "GitStore", parent: bytes | None, folder: str, name: str,
+def _case_twin(store: GitStore, parent: bytes | None, folder: str, name: str,
                removed: set[str]) -> str | None:
     """Another entry of ``folder`` in ``parent``'s tree whose name equals ``name`` but for case."""
     folded = name.casefold()

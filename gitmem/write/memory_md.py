@@ -12,20 +12,21 @@ a tier is summarised as a count with a pointer to search.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import RevisionNotFound
 from ..memory.paths import MEMORY_MD
+from ..memory.schema import safe_text
 from ..store.catalog import FileRow
 from ..store.git import FileChange
 from ..store.reader import row_fields
-from ..memory.schema import safe_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..store.catalog import Catalog
     from ..config import VaultConfig
     from ..memory.schema import Memory
+    from ..store.catalog import Catalog
     from ..store.reader import Reader
     from ..store.storage import Storage
 
@@ -56,7 +57,7 @@ def _line(row: FileRow, gist: str, *, kind: bool = False) -> str:
     return " ".join(parts)
 
 
-def render_index(catalog: "Catalog", config: "VaultConfig") -> str:
+def render_index(catalog: Catalog, config: VaultConfig) -> str:
     """The text of ``MEMORY.md`` for the catalog's current rows."""
     budget = config.memory_index_lines
     counts = catalog.tier_counts()
@@ -100,7 +101,7 @@ def render_index(catalog: "Catalog", config: "VaultConfig") -> str:
 class MemoryMd:
     """Keeps ``MEMORY.md`` current: its text is regenerated in every write commit."""
 
-    def __init__(self, store: "Storage", reader: "Reader") -> None:
+    def __init__(self, store: Storage, reader: Reader) -> None:
         self.store = store
         self.reader = reader
         # The memory files of the last commit MEMORY.md was rendered on (see _tree_files).
@@ -112,7 +113,7 @@ class MemoryMd:
         write that changes none of them commits)."""
         return self._render_on(self.store.git.head(), set(), {}, ())
 
-    def render_for(self, changes: Sequence[FileChange], written: Mapping[str, tuple["Memory", str]],
+    def render_for(self, changes: Sequence[FileChange], written: Mapping[str, tuple[Memory, str]],
                    removed: Sequence[str], parent: bytes | None = None) -> bytes | None:
         """The text ``MEMORY.md`` will have in a commit of ``changes`` on ``parent`` (``written``:
         each memory file parsed, ``removed``: the deleted ones); None when the vault
@@ -129,7 +130,7 @@ class MemoryMd:
             return None
         return self._render_on(parent, {c.path for c in changes}, written, removed)
 
-    def _render_on(self, parent: bytes | None, skip: set[str], written: Mapping[str, tuple["Memory", str]],
+    def _render_on(self, parent: bytes | None, skip: set[str], written: Mapping[str, tuple[Memory, str]],
                    removed: Sequence[str]) -> bytes:
         """The text for ``parent``'s memory files, the paths ``skip`` aside, with ``written``
         and without ``removed``."""
@@ -146,13 +147,13 @@ class MemoryMd:
             return safe_text(render_index(store.catalog, store.config)).encode("utf-8")
 
     def _committed_versions(self, parent: bytes | None, skip: set[str]
-                            ) -> dict[str, tuple["Memory | None", str]]:
+                            ) -> dict[str, tuple[Memory | None, str]]:
         """Each memory file whose catalog row is not what ``parent`` holds (a person's
         uncommitted edit, new file or removal), other than ``skip``: path -> (the memory as
         ``parent`` holds it, its blob id), or (None, "") when ``parent`` has no such file."""
         since, moved = self._tree[0], self._tree_files(parent)
         tree = self._tree[1]
-        out: dict[str, tuple["Memory | None", str]] = {}
+        out: dict[str, tuple[Memory | None, str]] = {}
         for path in self._differing(parent, tree, since, moved):
             if path in skip:
                 continue
@@ -187,7 +188,7 @@ class MemoryMd:
         return known.differ
 
     @staticmethod
-    def _recheck(known: "_Compared", tree: Mapping[str, str], path: str) -> None:
+    def _recheck(known: _Compared, tree: Mapping[str, str], path: str) -> None:
         if known.hashes.get(path) != tree.get(path):
             known.differ.add(path)
         else:
@@ -198,7 +199,7 @@ class MemoryMd:
         a commit's files): the next render makes it afresh."""
         self._compared = None
 
-    def took(self, written: Mapping[str, tuple["Memory", str]], removed: Sequence[str]) -> None:
+    def took(self, written: Mapping[str, tuple[Memory, str]], removed: Sequence[str]) -> None:
         """The catalog took a commit's files (``written``: path -> (memory, blob id)): so
         does the comparison kept by :meth:`_differing`, when it was made for this commit and
         nothing but the commit changed the catalog since (else it is made afresh next time)."""

@@ -29,15 +29,16 @@ reported.  ``MEMORY.md`` is never merged: the caller regenerates it.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from ..memory.paths import MEMORY_MD
-from ..store.catalog import id_from_blob
 from ..errors import GitmemError
-from ..store.git import FileChange
 from ..memory.markdown import ParsedFile, decode, parse_text, render
+from ..memory.paths import MEMORY_MD
 from ..memory.schema import clean_metadata, new_id, ordered, path_id
+from ..store.catalog import id_from_blob
+from ..store.git import FileChange
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..store.git import GitStore
@@ -71,7 +72,7 @@ class MergeOutcome:
     kept_ours: list[str] = field(default_factory=list)
 
 
-def merge_trees(git: "GitStore", base: bytes | None, ours: bytes, theirs: bytes, *,
+def merge_trees(git: GitStore, base: bytes | None, ours: bytes, theirs: bytes, *,
                 is_memory_path: Callable[[str], bool], tiers: tuple[str, ...]) -> MergeOutcome:
     """Merge commit ``theirs`` into ``ours`` (common ancestor ``base``, None for
     unrelated histories).  Reads only what changed since ``base`` on each side."""
@@ -107,7 +108,7 @@ def merge_trees(git: "GitStore", base: bytes | None, ours: bytes, theirs: bytes,
     return out
 
 
-def _side_changes(git: "GitStore", base: bytes | None, tip: bytes,
+def _side_changes(git: GitStore, base: bytes | None, tip: bytes,
                   is_memory_path: Callable[[str], bool]) -> dict[tuple[str, str], tuple[_State, _State]]:
     """key -> (state at base, state at tip) for everything that changed on one side.
 
@@ -125,13 +126,13 @@ def _side_changes(git: "GitStore", base: bytes | None, tip: bytes,
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
-def _key(git: "GitStore", path: str, sha: bytes, is_memory_path: Callable[[str], bool]) -> tuple[str, str]:
+def _key(git: GitStore, path: str, sha: bytes, is_memory_path: Callable[[str], bool]) -> tuple[str, str]:
     if not is_memory_path(path):
         return ("path", path)
     return ("id", id_from_blob(git.blob(sha)) or path_id(path))
 
 
-def _resolve(git: "GitStore", key: tuple[str, str], b: _State, o: _State, t: _State,
+def _resolve(git: GitStore, key: tuple[str, str], b: _State, o: _State, t: _State,
              out: MergeOutcome, tiers: tuple[str, ...]
              ) -> tuple[tuple[str, bytes] | None, tuple[str, bytes] | None]:
     """(result path and bytes or None, conflict copy path and bytes or None)."""
@@ -176,7 +177,7 @@ def _merged_path(b: _State, o: tuple[str, bytes], t: tuple[str, bytes]) -> str |
     return None
 
 
-def _owner_differs(git: "GitStore", ours: bytes, path: str, data: bytes) -> bool:
+def _owner_differs(git: GitStore, ours: bytes, path: str, data: bytes) -> bool:
     """True if our tree has ``path`` holding a different memory than ``data``."""
     sha = git.blob_sha_at(ours, path)
     if sha is None:
@@ -185,7 +186,7 @@ def _owner_differs(git: "GitStore", ours: bytes, path: str, data: bytes) -> bool
     return mine is not None and mine != id_from_blob(data)
 
 
-def _free_path(git: "GitStore", ours: bytes, path: str, taken: dict[str, bytes]) -> str:
+def _free_path(git: GitStore, ours: bytes, path: str, taken: dict[str, bytes]) -> str:
     folder, _, name = path.rpartition("/")
     stem, dot, ext = name.rpartition(".")
     n = 2

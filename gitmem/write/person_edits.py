@@ -24,11 +24,12 @@ as a rename.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from .. import safefs
 from ..errors import Conflict, UnsafePath
 from ..memory.paths import is_hidden_part
-from .. import safefs
 from ..store.catalog import id_from_blob
 from ..store.git import FileChange, blob_id
 from .merge import merge_memory
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["guard_person_edits", "outside_paths", "pair_moves"]
 
 
-def guard_person_edits(store: "Storage", changes: Sequence[FileChange], bases: Mapping[str, bytes],
+def guard_person_edits(store: Storage, changes: Sequence[FileChange], bases: Mapping[str, bytes],
                        generated: Sequence[str], commit_edits: Callable[[list[str]], Mapping[str, str]]
                        ) -> tuple[list[FileChange], dict[str, str | None]]:
     """Commit a person's pending edits of the files ``changes`` replace, merge the
@@ -90,7 +91,7 @@ def guard_person_edits(store: "Storage", changes: Sequence[FileChange], bases: M
     return out, expected
 
 
-def outside_paths(store: "Storage", reader: "Reader", paths: Iterable[str]) -> set[str]:
+def outside_paths(store: Storage, reader: Reader, paths: Iterable[str]) -> set[str]:
     """The memory files a commit of the outside edits of ``paths`` must compare with
     HEAD, each scanned into the catalog from disk.  Lock held.
 
@@ -120,7 +121,7 @@ def outside_paths(store: "Storage", reader: "Reader", paths: Iterable[str]) -> s
     return wanted | partners
 
 
-def pair_moves(store: "Storage", changes: Sequence[FileChange], refused: Iterable[str] = ()
+def pair_moves(store: Storage, changes: Sequence[FileChange], refused: Iterable[str] = ()
                ) -> list[FileChange]:
     """``changes`` (outside edits) without the ``refused`` paths (the write checks'
     refusals), each file that appeared holding the ``id:`` of a file that vanished
@@ -147,13 +148,13 @@ def pair_moves(store: "Storage", changes: Sequence[FileChange], refused: Iterabl
     return [FileChange(c.path, c.data, moves.get(c.path, c.moved_from)) for c in changes if c.path not in held]
 
 
-def _is_folder_in_tier(store: "Storage", path: str) -> bool:
+def _is_folder_in_tier(store: Storage, path: str) -> bool:
     parts = path.split("/")
     return bool(path) and parts[0] in store.config.tiers and not any(
         not p or p == ".." or is_hidden_part(p) for p in parts)
 
 
-def _head_files_under(store: "Storage", head: bytes | None, folder: str) -> set[str]:
+def _head_files_under(store: Storage, head: bytes | None, folder: str) -> set[str]:
     """The memory files under ``folder`` in commit ``head`` (only that part of the tree is read)."""
     found: set[str] = set()
     stack = [folder]
@@ -169,7 +170,7 @@ def _head_files_under(store: "Storage", head: bytes | None, folder: str) -> set[
     return found
 
 
-def _other_side(store: "Storage", reader: "Reader", head: bytes | None, path: str) -> list[str]:
+def _other_side(store: Storage, reader: Reader, head: bytes | None, path: str) -> list[str]:
     """The other path of a move ``path`` is one side of (scanned files; see :func:`outside_paths`)."""
     catalog = store.catalog
     row = catalog.row(path)
@@ -192,7 +193,7 @@ def _other_side(store: "Storage", reader: "Reader", head: bytes | None, path: st
     return []
 
 
-def _absent(store: "Storage", path: str) -> bool:
+def _absent(store: Storage, path: str) -> bool:
     """True when nothing is at ``path`` (a link on the way counts as something: never followed)."""
     try:
         return safefs.lstat(store.root, path) is None

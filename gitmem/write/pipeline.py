@@ -26,18 +26,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dulwich.file import FileLocked
 
-from ..errors import (Conflict, ContentTooLarge, InvalidContent, InvalidFrontmatter, InvalidPath, NotFound,
-                      Protected)
+from .. import safefs
+from ..errors import Conflict, ContentTooLarge, InvalidContent, InvalidFrontmatter, InvalidPath, NotFound, Protected
 from ..memory.markdown import ParsedFile, render
 from ..memory.paths import MEMORY_MD
-from ..memory.secrets import policy_of as secrets_policy, screen as screen_secrets
+from ..memory.secrets import policy_of as secrets_policy
+from ..memory.secrets import screen as screen_secrets
 from ..memory.similarity import rename_pairs
-from .. import safefs
 from ..store.catalog import id_from_blob
 from ..store.git import FileChange, blob_id
 from ..store.reader import row_fields
@@ -75,14 +76,14 @@ class Committed:
     """What :meth:`WritePipeline.commit` made: the commit id and the memories it wrote."""
 
     sha: str
-    memories: dict[str, "Memory"]
+    memories: dict[str, Memory]
 
 
 class WritePipeline:
     """Turns file changes into one commit and brings every cache along (module docstring)."""
 
-    def __init__(self, store: "Storage", reader: "Reader", searcher: "SearchService",
-                 memory_md: "MemoryMd") -> None:
+    def __init__(self, store: Storage, reader: Reader, searcher: SearchService,
+                 memory_md: MemoryMd) -> None:
         self.store = store
         self.reader = reader
         self.searcher = searcher
@@ -132,7 +133,7 @@ class WritePipeline:
 
     # ------------------------------------------------------------ commit
     @staticmethod
-    def written(done: "Committed", path: str) -> Memory:
+    def written(done: Committed, path: str) -> Memory:
         """The memory a write produced (parsed once, in :meth:`_after_commit`)."""
         memory = done.memories[path]
         memory.commit = done.sha
@@ -141,7 +142,7 @@ class WritePipeline:
     def commit(self, changes: Sequence[FileChange], subject: str, op: str,
                 touched: Sequence[tuple[str, str | None, str]], *, author: Identity | None = None,
                 forced: bool = False, body: str = "", write_worktree: bool = True,
-                origin: Origin = "agent") -> "Committed":
+                origin: Origin = "agent") -> Committed:
         """Make one commit of ``changes`` and update the caches. Lock must be held.
 
         ``origin`` says who made the content (see :mod:`gitmem.write.checks`): the
@@ -224,7 +225,7 @@ class WritePipeline:
                                 user, when=self.store.clock().timestamp(), write_worktree=False,
                                 origin="person").decode()
 
-    def commit_merge(self, changes: Sequence[FileChange], message: str, who: "Identity",
+    def commit_merge(self, changes: Sequence[FileChange], message: str, who: Identity,
                      merge_parent: bytes) -> bytes:
         """A sync's merge commit: ``changes`` on HEAD, with ``merge_parent`` (the remote
         tip) as second parent; the write checks run as for any commit.  Lock held; the
