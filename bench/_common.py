@@ -263,14 +263,14 @@ def populate_bulk(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str,
                                        "tier": spec["tier"], "status": "active", "tags": spec["tags"],
                                        "created": now, "updated": now, "agent": vault.author.name},
                                       tiers=vault.config.tiers))
-        data = vault.render_memory(meta, spec["body"])  # the same bytes vault.add writes
+        data = vault.services.pipeline.render(meta, spec["body"])  # the same bytes vault.add writes
         changes.append(FileChange(memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}"), data))
         ids.append((mid, spec["type"]))
         sizes.append(len(data))
-    with vault.lock.hold():
-        vault.git.commit_files(changes, f"bench: bulk populate {n} memories", vault.author)
+    with vault.services.store.lock.hold():
+        vault.services.store.git.commit_files(changes, f"bench: bulk populate {n} memories", vault.author)
     vault.scan()
-    vault.sync_history()
+    vault.services.history.sync_history()
     seconds = time.perf_counter() - start
     return ids, {"mode": "bulk (one commit via GitStore.commit_files, then scan + sync_history)",
                  "seconds": round(seconds, 2), "memories_per_s": round(n / seconds, 1),

@@ -100,14 +100,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with Vault.init(root, author="bench-agent", clock=clock) as vault:
             log(f"populating {args.memories} memories (one bulk commit)")
             populate_bulk(vault, gen, args.memories)
-            vault.index  # noqa: B018 - today's index, built as a user's first search would
+            vault.services.searcher.index  # noqa: B018 - today's index, built as a user's first search would
             log(f"{args.commits} commits through the Vault")
             out["history"] = make_history(vault, gen, args.commits, rng)
-            line = vault.git.walk_new(None, vault.git.head())
-            times = [vault.git.info(c).time for c in line]
+            line = vault.services.store.git.walk_new(None, vault.services.store.git.head())
+            times = [vault.services.store.git.info(c).time for c in line]
             log("first as-of search (indexes the history once)")
             wall, cpu = timed_pair(lambda: vault.search("plan", as_of="HEAD"))
-            versions = vault.as_of_search.versions_indexed()
+            versions = vault.services.searcher.as_of_search.versions_indexed()
             out["first_use"] = {"seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
                                 "versions_indexed": versions, "commits": len(line),
                                 "versions_per_s": round(versions / wall)}

@@ -82,7 +82,7 @@ def main() -> None:
             log(json.dumps(row))
             rows.append(row)
         with Vault.open(root) as vault:
-            memories = vault.catalog.count()
+            memories = vault.services.store.catalog.count()
     print(json.dumps({"benchmark": "concurrent writers", "vault_memories_at_start": args.memories,
                       "vault_memories_at_end": memories, "writes_per_writer": args.writes,
                       "write_mix": "60% add, 40% update (each one commit, indexed)",

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         vault = Vault.init(Path(tmp) / "v")
-        vault.index  # noqa: B018 - opened (and empty) before the writes
+        vault.services.searcher.index  # noqa: B018 - opened (and empty) before the writes
         chains: list[list[str]] = []
         for n in range(args.memories):
             if n % 20 == 0:

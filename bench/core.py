@@ -117,7 +117,7 @@ def bench_create(vault: Vault, gen: Generator, samples: int, cli: "GitCli", cli_
     for variant in GitCli.VARIANTS:  # warm-up, not timed
         for _ in range(3):
             cli.create(variant, gen.spec())
-    before = objects_bytes(vault.git.git_dir)
+    before = objects_bytes(vault.services.store.git.git_dir)
     total, cpus, adds, flushes, sizes = [], [], [], [], []
     theirs: dict[str, list[float]] = {variant: [] for variant in GitCli.VARIANTS}
     for i in range(samples):
@@ -134,10 +134,10 @@ def bench_create(vault: Vault, gen: Generator, samples: int, cli: "GitCli", cli_
             adds.append(add)
             flushes.append(flush)
             sizes.append((vault.root / mem.path).stat().st_size)
-    after = objects_bytes(vault.git.git_dir)
+    after = objects_bytes(vault.services.store.git.git_dir)
     avg_file = statistics.fmean(sizes)
     per_apparent = (after[0] - before[0]) / samples
-    indexed = (vault.state_dir / "index").exists()
+    indexed = (vault.services.store.state_dir / "index").exists()
     latency = summary_ms(total)
     cli_out: dict[str, Any] = {"setup": cli.setup, **{variant: summary_ms(v) for variant, v in theirs.items()}}
     for variant in GitCli.VARIANTS:
@@ -158,14 +158,14 @@ def bench_create(vault: Vault, gen: Generator, samples: int, cli: "GitCli", cli_
 def bench_update(vault: Vault, gen: Generator, ids: list[str], samples: int) -> dict[str, Any]:
     """``vault.update(id, append=...)`` latency on random memories."""
     vault.flush()  # sync .git/index now so the lazy flush never fires mid-measurement
-    before = objects_bytes(vault.git.git_dir)[0]
+    before = objects_bytes(vault.services.store.git.git_dir)[0]
     lat = []
     for mid in gen.rng.sample(ids, min(samples, len(ids))):
         text = gen.sentence()
         dt, _ = timed(lambda: vault.update(mid, append=text))
         lat.append(dt)
     return {"latency": summary_ms(lat),
-            "objects_bytes_per_update": round((objects_bytes(vault.git.git_dir)[0] - before) / len(lat))}
+            "objects_bytes_per_update": round((objects_bytes(vault.services.store.git.git_dir)[0] - before) / len(lat))}
 
 
 def grow_history(vault: Vault, gen: Generator, ids: list[str], target: str, min_commits: int) -> dict[str, Any]:
@@ -307,7 +307,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     # Background packing is paused while creates and updates are measured (a run holds
     # this lock; the others skip): their bytes are then what a write adds, as loose objects.
     result: dict[str, Any] = {"memories": n, "populate": pop, "loadavg_before": loadavg()}
-    with try_flock(vault.git.git_dir / "gitmem" / REPACK_LOCK, 60):
+    with try_flock(vault.services.store.git.git_dir / "gitmem" / REPACK_LOCK, 60):
         result["create"] = bench_create(vault, gen, args.samples, cli, args.cli_samples)
         cli.close()
         if args.profile or result["create"]["latency"]["p50_ms"] > TARGETS["create_p50_ms"]:
@@ -318,7 +318,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     result["history_setup"] = grow_history(vault, gen, editable, target, args.min_commits)
     log(f"N={n}: history queries")
     result["history"] = bench_history(vault, target)
-    size, disk, files = objects_bytes(vault.git.git_dir)
+    size, disk, files = objects_bytes(vault.services.store.git.git_dir)
     result["repo_after_run"] = {"objects_files": files, "objects_mb": round(size / 2**20, 1),
                                 "objects_disk_mb": round(disk / 2**20, 1),
                                 "note": "objects under .git/objects after the run; gitmem packs loose objects (with deltas) when idle once 256 have piled up, without holding the vault lock (git's own gc.auto is 6,700)"}

@@ -59,9 +59,14 @@ def _instrument(totals: dict[str, float]) -> None:
             finally:
                 totals[key] = totals.get(key, 0.0) + time.perf_counter() - start
         setattr(owner, name, wrapped)
-    store = git_module.GitStore
-    for name in ("flush_index", "_take_index_lock", "_stage_index", "_release_index_lock"):
-        timing(store, name, "index")
+    try:    # .git/index maintenance has its own module in newer gitmem
+        from gitmem.store.git_index import GitIndex
+    except ImportError:
+        for name in ("flush_index", "_take_index_lock", "_stage_index", "_release_index_lock"):
+            timing(git_module.GitStore, name, "index")
+    else:
+        for name in ("flush", "_take_lock", "stage", "_release"):
+            timing(GitIndex, name, "index")
     timing(memory_md.MemoryMd, "_committed_versions", "memory_md_tree")
 
 
@@ -116,12 +121,13 @@ def worker(vault_path: str) -> None:
 def index_only(size: int, writes: int) -> dict[str, Any]:
     """The ``.git/index`` update of one write (a new file and MEMORY.md) on an index of
     ``size`` entries made by git, done both ways in one process, alternating: as the
-    deferred update does it (``_splice_index``: its own ``index.lock``, write, sync,
-    rename) and as a write now does it (``index_locked`` around ``_stage_index``).  The
+    deferred update does it (``splice_index``: its own ``index.lock``, write, sync,
+    rename) and as a write now does it (``index_locked`` around ``GitIndex.stage``).  The
     work is the same; what differs is that it is paid by every write instead of once
     per burst.  Needs no vault, so it runs at sizes whose vault takes long to make."""
     from _common import summary_ms
-    from gitmem.store.git import GitStore, _splice_index
+    from gitmem.store.git import GitStore
+    from gitmem.store.git_index import splice_index
     work = Path(tempfile.mkdtemp(prefix=f"gitmem-bench-index-only-{size}-"))
     try:
         subprocess.run(["git", "init", "-q", str(work)], check=True)
@@ -141,15 +147,15 @@ def index_only(size: int, writes: int) -> dict[str, Any]:
             entries = {f"short_term/{n % 997:03d}/new-{n:05d}.md".encode(): (blob.encode(), st),
                        b"MEMORY.md": (blob.encode(), st)}
             start, cpu = time.perf_counter(), time.process_time()
-            layout = _splice_index(index, entries, layout, shared)
+            layout = splice_index(index, entries, layout, shared)
             times["deferred"].append(time.perf_counter() - start)
             times["deferred_cpu"].append(time.process_time() - cpu)
             entries = {f"short_term/{n % 997:03d}/newer-{n:05d}.md".encode(): (blob.encode(), st),
                        b"MEMORY.md": (blob.encode(), st)}
             start, cpu = time.perf_counter(), time.process_time()
             with store.index_locked():
-                store._stage_index(entries)  # noqa: SLF001 - the step a commit takes, timed alone
-                store._keep_staged()  # noqa: SLF001
+                store.git_index.stage(entries)  # the step a commit takes, timed alone
+                store.git_index.keep_staged()
             times["in_write"].append(time.perf_counter() - start)
             times["in_write_cpu"].append(time.process_time() - cpu)
         store.repo.close()

@@ -63,7 +63,7 @@ def worker(code: Path, size: int, writes: int, seed: int) -> dict[str, Any]:
     populate_bulk(vault, gen, size)
     vault.close()
     vault = Vault.open(root, author=AUTHOR)
-    store = vault.git
+    store = vault.services.store.git
     holds: dict[str, list[float]] = {"index_flush": [], "packing": []}
     runs: list[dict[str, Any]] = []
     new_code = hasattr(store, "housekeep")
@@ -116,7 +116,7 @@ def worker(code: Path, size: int, writes: int, seed: int) -> dict[str, Any]:
     if new_code:
         again.housekeep(force=True)
     else:
-        with vault.lock.__class__(again.git_dir / "gitmem" / "lock").hold():
+        with vault.services.store.lock.__class__(again.git_dir / "gitmem" / "lock").hold():
             again.pack_if_needed(threshold=0)
     again.repo.close()
     packed = objects_usage(store.git_dir)

@@ -47,9 +47,9 @@ def main() -> None:
         vault.close()
         vault = Vault.open(Path(tmp) / "v", author="bench-agent")
         vault.scan()
-        vault.index  # noqa: B018 - open (and build) the search index outside the timings
+        vault.services.searcher.index  # noqa: B018 - open (and build) the search index outside the timings
 
-        t, text = timed(vault.render_memory_index)
+        t, text = timed(vault.render_memory_md)
         result["memory_index"] = {"render_ms": round(t * 1000, 2), "lines": text.count(b"\n")}
 
         log("writes: plain add, write without dedup, write with dedup")

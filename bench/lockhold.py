@@ -45,7 +45,7 @@ import json, sys, time
 from gitmem.errors import LockTimeout
 from gitmem.vault import Vault
 vault = Vault.open(sys.argv[1])
-vault.lock.timeout = 1.0
+vault.services.store.lock.timeout = 1.0
 stop, waits, refused = float(sys.argv[2]), [], 0
 print("ready", flush=True)
 i = 0
@@ -66,7 +66,7 @@ print(json.dumps({"writes": i, "refused": refused, "longest_s": max(waits, defau
 #: Background work told apart in the report: (class path, method) -> label.
 WORK = {("gitmem.store.git", "GitStore", "flush_index"): "git_index_update",
         ("gitmem.store.git", "GitStore", "repair_index"): "git_index_repair",
-        ("gitmem.search.index", "SearchIndex", "merge_small"): "index_merge",
+        ("gitmem.search.whoosh", "SearchIndex", "merge_small"): "index_merge",
         ("gitmem.store.git", "GitStore", "housekeep"): "git_pack"}
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gitmem.search.index import IndexDoc, SearchIndex  # noqa: E402
+from gitmem.search.whoosh import IndexDoc, SearchIndex  # noqa: E402
 
 WORDS = ("what did Caroline say about the trip to Paris when was it besides CS:GO TODO:fix "
          "Status: done note: https://example.com tag: type: created: updated:yesterday "

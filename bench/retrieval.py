@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gitmem.search.index import IndexDoc, SearchConfig, SearchIndex  # noqa: E402
+from gitmem.search.whoosh import IndexDoc, SearchConfig, SearchIndex  # noqa: E402
 from gitmem.search.documents import context_text  # noqa: E402
 from gitmem.search.hybrid import CANDIDATES, FUSION, HYBRID_WEIGHT, hybrid_search  # noqa: E402
 from gitmem.search.vectors import VectorStore, embed_text  # noqa: E402

@@ -22,7 +22,7 @@ Then, for each size:
   idle for 1 s before closing, so its idle merge runs (as a long-lived server's
   would).  Open, add and close are timed;
   the number of index segments is reported after the import, after the writes
-  and, with ``--optimized``, on an optimized copy (``vault.index.optimize()``);
+  and, with ``--optimized``, on an optimized copy (``vault.services.searcher.index.optimize()``);
 * query latency p50/p95 by kind (word, phrase, boolean, prefix, filtered), wall
   and CPU time (``time.process_time``): gitmem (``vault.search``, limit 10) on
   the fragmented index, vs. FTS5 (``MATCH ... ORDER BY rank LIMIT 10``, porter
@@ -34,7 +34,7 @@ Then, for each size:
   index open (commit, search index, MEMORY.md) plus ``vault.flush()`` (the
   ``.git/index`` update otherwise deferred), on the fragmented vault after the
   queries; add and flush also reported apart; then the idle merge
-  (``vault.index.merge_small()``) those creates would trigger;
+  (``vault.services.searcher.index.merge_small()``) those creates would trigger;
 * catch-up after 100 files edited outside gitmem while nothing ran: the time
   a freshly opened vault needs before its first search (scan + re-index of
   what changed), compared with a full reindex.
@@ -76,7 +76,7 @@ def fts5_rows(vault: Vault) -> list[tuple[str, str, str, str, str]]:
     indexes it."""
     rows = []
     for listed in vault.list(status=None):
-        m = vault.memory_from_bytes(listed.path, (vault.root / listed.path).read_bytes())
+        m = vault.services.reader.memory_from_bytes(listed.path, (vault.root / listed.path).read_bytes())
         rows.append((m.title, m.body, " ".join(m.tags), m.tier, m.type))
     return rows
 
@@ -227,7 +227,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         log("optimized copy")
         copy_tree(root, workdir / f"vault-{n}-optimized")
         vaults["gitmem_optimized"] = Vault.open(workdir / f"vault-{n}-optimized")
-        wall, cpu, _ = cpu_timed(vaults["gitmem_optimized"].index.optimize)
+        wall, cpu, _ = cpu_timed(vaults["gitmem_optimized"].services.searcher.index.optimize)
         out["optimize"] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
         out["segments"]["optimized"] = index_segments(workdir / f"vault-{n}-optimized")
     try:
@@ -251,7 +251,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         log(f"{args.creates} creates (add + flush) on the fragmented vault")
         out["create"] = creates(vault, gen, args.creates)
         out["segments"]["after_creates"] = index_segments(root)
-        wall, cpu, _ = cpu_timed(vault.index.merge_small)
+        wall, cpu, _ = cpu_timed(vault.services.searcher.index.merge_small)
         out["idle_merge_after_creates"] = {"wall_ms": round(wall * 1000, 1), "cpu_ms": round(cpu * 1000, 1),
                                            "segments_after": index_segments(root)}
         paths = [m.path for m in vault.list(status=None)]
@@ -264,7 +264,7 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         file.write_text(file.read_text() + "\nEdited outside gitmem: zanzibar.\n")
     start, cpu = time.perf_counter(), time.process_time()
     with Vault.open(root) as vault:
-        vault.index  # noqa: B018 - the first use catches up
+        vault.services.searcher.index  # noqa: B018 - the first use catches up
         catch_up, catch_up_cpu = time.perf_counter() - start, time.process_time() - cpu
         found = vault.search("zanzibar", limit=1).total
     out["catch_up_100_edits"] = {"seconds": round(catch_up, 3), "cpu_s": round(catch_up_cpu, 3), "found_after": found,

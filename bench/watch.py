@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (add_scale_options, bench_vault, loadavg, log, machine_info,  # noqa: E402
                      proc_cpu_seconds, proc_peak_rss_mib, report, summary_ms)
 from gitmem.store.git import blob_id  # noqa: E402
-from gitmem.search.index import SearchIndex  # noqa: E402
+from gitmem.search.whoosh import SearchIndex  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGET_P95_MS = 1500.0

@@ -46,6 +46,7 @@ _EXPORTS = {
     "VaultClosed": "errors",
     "SecretDetected": "errors",
     "NotInstalled": "errors",
+    "SearchEngineUnsupported": "errors",
     "SyncError": "errors",
     "UnsafeRemoteTree": "errors",
     "SyncReport": "sync.syncer",
@@ -54,12 +55,16 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .agents.registry import Toolbox
-    from .config import Identity, VaultConfig
+    # What __getattr__ hands out, for type checkers: ``X as X`` marks a re-export.
+    from .agents.registry import Toolbox as Toolbox
+    from .config import Identity as Identity
+    from .config import VaultConfig as VaultConfig
     from .errors import *  # noqa: F403
-    from .memory.schema import MEMORY_TYPES, Memory
-    from .ops.history import Version
-    from .vault import Vault
+    from .memory.schema import MEMORY_TYPES as MEMORY_TYPES
+    from .memory.schema import Memory as Memory
+    from .ops.history import Version as Version
+    from .sync.syncer import SyncReport as SyncReport
+    from .vault import Vault as Vault
 
 
 def __getattr__(name: str) -> Any:

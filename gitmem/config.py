@@ -1,13 +1,20 @@
 """The vault configuration file, ``.gitmem.yaml`` at the vault root (tracked in git).
 
-It is small, commented and meant to be edited by a person.  Unknown keys are
-ignored (so newer gitmem versions can add settings); bad values are reported
-with the key that is wrong.
+It is small, commented and meant to be edited by a person, and it travels with
+sync, so it is read like anything that arrives from elsewhere: unknown keys are
+ignored (so newer gitmem versions can add settings); every known setting is
+checked for its type and range in one place (:meth:`VaultConfig.from_dict`:
+bounded integers, finite numbers, identities without NUL, line breaks or
+``<>``).  A bad value is never applied: the default is used instead and the
+problem is kept in :attr:`VaultConfig.problems` (``gitmem doctor`` and the sync
+report name it), so one bad line never stops the vault.  Only a file that is
+not YAML, or not a mapping of settings, is refused as a whole.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +36,14 @@ SAFETY_KEYS = ("secrets", "protected_types", "max_content_bytes")
 # Under .git/gitmem/: the pinned values, per vault clone, never shared or committed.
 PIN_FILE = "config-pinned.json"
 _SECRETS_RANK = {"allow": 0, "redact": 1, "refuse": 2}
+# Ranges of the numeric settings: wide enough for any real use, small enough that no
+# value overflows a C integer or a float, or turns a loop over lines into hours.
+MAX_IDENTITY_CHARS = 256
+_IDENTITY_FORBIDDEN = "\x00\n\r<>"
+MAX_CONTENT_BYTES_LIMIT = 1 << 30
+MAX_INDEX_LINES = 100_000
+MAX_DAYS = 36_500.0
+MAX_RETRIEVALS = 1_000_000
 
 DEFAULT_CONFIG_TEXT = """\
 # gitmem vault configuration. Edit freely; gitmem reads it on every open.
@@ -86,6 +101,18 @@ class Identity:
             raise InvalidMetadata("author name is empty")
         return cls(text, default_email)
 
+    @classmethod
+    def checked(cls, name: Any, email: Any, what: str = "author") -> Identity:
+        """An identity git can store as it is: each part a non-empty string of at most
+        :data:`MAX_IDENTITY_CHARS` characters without NUL, line breaks, ``<`` or ``>``
+        (``git fsck --strict`` rejects commits whose author holds them)."""
+        for part, value in (("name", name), ("email", email)):
+            if not isinstance(value, str) or not value.strip() or len(value) > MAX_IDENTITY_CHARS \
+                    or any(c in value for c in _IDENTITY_FORBIDDEN):
+                raise InvalidMetadata(f"{what}.{part} must be text of 1 to {MAX_IDENTITY_CHARS} characters "
+                                      "without NUL, line breaks, '<' or '>'")
+        return cls(name.strip(), email.strip())
+
     def __str__(self) -> str:
         return f"{self.name} <{self.email}>"
 
@@ -109,9 +136,20 @@ class LifecycleSettings:
     promote_min_retrievals: int = 3
 
     @classmethod
-    def from_dict(cls, dedup: Any, reflect: Any) -> LifecycleSettings:
-        """Validate the ``dedup`` and ``reflect`` mappings of the config file."""
+    def from_dict(cls, dedup: Any, reflect: Any, problems: list[str] | None = None) -> LifecycleSettings:
+        """Validate the ``dedup`` and ``reflect`` mappings of the config file.
+
+        With ``problems``, a bad value is described there and its default kept;
+        without, the first one raises :class:`InvalidMetadata`."""
+        found: list[str] = [] if problems is None else problems
         kw: dict[str, Any] = {}
+
+        def take(attr: str, check: Any, value: Any, name: str) -> None:
+            try:
+                kw[attr] = check(value, name)
+            except InvalidMetadata as exc:
+                found.append(exc.message)
+
         for section, data, keys in (("dedup", dedup, {"skip": "skip_above",
                                                       "supersede": "supersede_above"}),
                                     ("reflect", reflect, {"prune_below": "prune_below",
@@ -119,35 +157,52 @@ class LifecycleSettings:
             if data is None:
                 continue
             if not isinstance(data, dict):
-                raise InvalidMetadata(f"{CONFIG_NAME}: {section} must be a mapping")
+                found.append(f"{CONFIG_NAME}: {section} must be a mapping")
+                continue
             for key, attr in keys.items():
                 if key in data:
-                    kw[attr] = _fraction(data[key], f"{section}.{key}")
-        reflect = reflect or {}
+                    take(attr, _fraction, data[key], f"{section}.{key}")
+        reflect = reflect if isinstance(reflect, dict) else {}
         if "half_life_days" in reflect:
-            lives = reflect["half_life_days"]
-            if not isinstance(lives, dict) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-                    for v in lives.values()):
-                raise InvalidMetadata(f"{CONFIG_NAME}: reflect.half_life_days maps tiers to "
-                                      "positive numbers of days")
-            kw["half_life_days"] = {str(k): float(v) for k, v in lives.items()}
-        for key, kind in (("promote_after_days", float), ("promote_min_retrievals", int)):
-            if key in reflect:
-                value = reflect[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise InvalidMetadata(f"{CONFIG_NAME}: reflect.{key} must be a number >= 0")
-                kw[key] = kind(value)
-        made = cls(**kw)
-        if made.supersede_above > made.skip_above:
-            raise InvalidMetadata(f"{CONFIG_NAME}: dedup.supersede must not exceed dedup.skip")
-        return made
+            take("half_life_days", _half_lives, reflect["half_life_days"], "reflect.half_life_days")
+        if "promote_after_days" in reflect:
+            take("promote_after_days", lambda v, n: float(_bounded(v, n, 0, MAX_DAYS)),
+                 reflect["promote_after_days"], "reflect.promote_after_days")
+        if "promote_min_retrievals" in reflect:
+            take("promote_min_retrievals", lambda v, n: int(_bounded(v, n, 0, MAX_RETRIEVALS, integer=True)),
+                 reflect["promote_min_retrievals"], "reflect.promote_min_retrievals")
+        if kw.get("supersede_above", cls.supersede_above) > kw.get("skip_above", cls.skip_above):
+            found.append(f"{CONFIG_NAME}: dedup.supersede must not exceed dedup.skip")
+            kw.pop("supersede_above", None)
+            kw.pop("skip_above", None)
+        if problems is None and found:
+            raise InvalidMetadata(found[0])
+        return cls(**kw)
+
+
+def _bounded(value: Any, name: str, low: float, high: float, *, integer: bool = False) -> float:
+    """``value`` if it is a finite number (an integer when ``integer``) from ``low`` to ``high``."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)) \
+            or (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
+        shown = f"{high:g}" if isinstance(high, float) else f"{high}"
+        raise InvalidMetadata(f"{CONFIG_NAME}: {name} must be {kind} from {low:g} to {shown}")
+    return value
+
+
+def _half_lives(value: Any, name: str) -> dict[str, float]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise InvalidMetadata(f"{CONFIG_NAME}: {name} maps tiers to positive numbers of days")
+    out = {}
+    for tier, days in value.items():
+        if _bounded(days, f"{name}.{tier}", 0, MAX_DAYS) <= 0:
+            raise InvalidMetadata(f"{CONFIG_NAME}: {name}.{tier} must be a positive number of days")
+        out[tier] = float(days)
+    return out
 
 
 def _fraction(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise InvalidMetadata(f"{CONFIG_NAME}: {name} must be a number from 0 to 1")
-    return float(value)
+    return float(_bounded(value, name, 0, 1))
 
 
 @dataclass(frozen=True)
@@ -166,6 +221,8 @@ class VaultConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     # Safety settings held at their local value after a sync brought weaker ones.
     pinned: tuple[str, ...] = ()
+    # Bad values of the file, each held back (the default in force instead), described.
+    problems: tuple[str, ...] = ()
 
     @property
     def archive_tier(self) -> str:
@@ -210,10 +267,7 @@ class VaultConfig:
         """Validate the parsed YAML of a config file (any value: it may come from a remote)."""
         if not isinstance(data, dict):
             raise InvalidMetadata(f"{CONFIG_NAME} must be a mapping of settings")
-        try:
-            return cls.from_dict(data)
-        except (TypeError, ValueError, AttributeError) as exc:  # e.g. 'reflect: 5'
-            raise InvalidMetadata(f"{CONFIG_NAME} holds a setting of the wrong shape: {exc}") from None
+        return cls.from_dict(data)
 
     @classmethod
     def parse(cls, text: bytes | None) -> VaultConfig:
@@ -257,49 +311,74 @@ class VaultConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VaultConfig:
-        """Validate a settings mapping (see :data:`DEFAULT_CONFIG_TEXT`)."""
+        """Validate a settings mapping (see :data:`DEFAULT_CONFIG_TEXT`).
+
+        Every setting is checked on its own; a bad one is left at its default
+        and described in :attr:`problems` (it is never applied)."""
         kwargs: dict[str, Any] = {}
-        if "tiers" in data:
-            tiers = data["tiers"]
-            if (not isinstance(tiers, list) or len(tiers) < 2
-                    or not all(isinstance(t, str) and t.isidentifier() for t in tiers)
-                    or len(set(tiers)) != len(tiers)):
-                raise InvalidMetadata(f"{CONFIG_NAME}: tiers must be a list of 2+ distinct folder names")
-            kwargs["tiers"] = tuple(tiers)
-        if "protected_types" in data:
-            types = data["protected_types"] or []
-            unknown = [t for t in types if t not in MEMORY_TYPES]
-            if unknown:
-                raise InvalidMetadata(f"{CONFIG_NAME}: unknown protected type(s) {unknown}")
-            kwargs["protected_types"] = tuple(types)
-        for key in ("author", "user"):
-            if key in data:
-                value = data[key]
-                if isinstance(value, str):
-                    kwargs[key] = Identity.parse(value)
-                elif isinstance(value, dict) and value.get("name"):
-                    kwargs[key] = Identity(str(value["name"]), str(value.get("email") or "gitmem@localhost"))
-                else:
-                    raise InvalidMetadata(f"{CONFIG_NAME}: {key} needs a name (and an email)")
-        if "max_content_bytes" in data:
-            size = data["max_content_bytes"]
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
-                raise InvalidMetadata(f"{CONFIG_NAME}: max_content_bytes must be an integer >= 1024")
-            kwargs["max_content_bytes"] = size
-        if "memory_index" in data:
-            if not isinstance(data["memory_index"], bool):
-                raise InvalidMetadata(f"{CONFIG_NAME}: memory_index must be true or false")
-            kwargs["memory_index"] = data["memory_index"]
-        if "memory_index_lines" in data:
-            lines = data["memory_index_lines"]
-            if isinstance(lines, bool) or not isinstance(lines, int) or lines < 20:
-                raise InvalidMetadata(f"{CONFIG_NAME}: memory_index_lines must be an integer >= 20")
-            kwargs["memory_index_lines"] = lines
-        kwargs["lifecycle"] = LifecycleSettings.from_dict(data.get("dedup"), data.get("reflect"))
-        known = {"version", "tiers", "protected_types", "author", "user", "max_content_bytes",
-                 "memory_index", "memory_index_lines", "dedup", "reflect"}
+        problems: list[str] = []
+        for key, check in _CHECKS:
+            if key not in data:
+                continue
+            try:
+                kwargs[key] = check(data[key])
+            except InvalidMetadata as exc:
+                problems.append(exc.message)
+            except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                problems.append(f"{CONFIG_NAME}: {key} has the wrong shape ({type(exc).__name__})")
+        kwargs["lifecycle"] = LifecycleSettings.from_dict(data.get("dedup"), data.get("reflect"), problems)
+        known = {"version", "dedup", "reflect"} | {key for key, _ in _CHECKS}
         kwargs["extra"] = {k: v for k, v in data.items() if k not in known}
-        return cls(**kwargs)
+        return cls(**kwargs, problems=tuple(problems))
+
+
+def _tiers(value: Any) -> tuple[str, ...]:
+    if (not isinstance(value, list) or not 2 <= len(value) <= 16
+            or not all(isinstance(t, str) and t.isidentifier() and len(t) <= 64 for t in value)
+            or len(set(value)) != len(value)):
+        raise InvalidMetadata(f"{CONFIG_NAME}: tiers must be a list of 2 to 16 distinct folder names")
+    return tuple(value)
+
+
+def _protected(value: Any) -> tuple[str, ...]:
+    types = value or []
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InvalidMetadata(f"{CONFIG_NAME}: protected_types must be a list of memory types")
+    unknown = [t for t in types if t not in MEMORY_TYPES]
+    if unknown:
+        raise InvalidMetadata(f"{CONFIG_NAME}: unknown protected type(s) {unknown}")
+    return tuple(types)
+
+
+def _identity(key: str) -> Any:
+    def check(value: Any) -> Identity:
+        if isinstance(value, str):
+            parsed = Identity.parse(value) if value.strip() else None
+            if parsed is not None:
+                return Identity.checked(parsed.name, parsed.email, f"{CONFIG_NAME}: {key}")
+        elif isinstance(value, dict) and value.get("name"):
+            return Identity.checked(value["name"], value.get("email") or "gitmem@localhost",
+                                    f"{CONFIG_NAME}: {key}")
+        raise InvalidMetadata(f"{CONFIG_NAME}: {key} needs a name (and an email)")
+    return check
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidMetadata(f"{CONFIG_NAME}: memory_index must be true or false")
+    return value
+
+
+_CHECKS: tuple[tuple[str, Any], ...] = (
+    ("tiers", _tiers),
+    ("protected_types", _protected),
+    ("author", _identity("author")),
+    ("user", _identity("user")),
+    ("max_content_bytes", lambda v: int(_bounded(v, "max_content_bytes", 1024, MAX_CONTENT_BYTES_LIMIT,
+                                                 integer=True))),
+    ("memory_index", _flag),
+    ("memory_index_lines", lambda v: int(_bounded(v, "memory_index_lines", 20, MAX_INDEX_LINES, integer=True))),
+)
 
 
 # ------------------------------------------------------------ safety pins

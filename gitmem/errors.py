@@ -47,6 +47,7 @@ __all__ = [  # the error classes (from_system_error is a helper, not re-exported
     "VaultClosed",
     "SecretDetected",
     "NotInstalled",
+    "SearchEngineUnsupported",
     "SyncError",
     "UnsafeRemoteTree",
 ]
@@ -217,12 +218,24 @@ class NotInstalled(GitmemError):
     exit_code = 2
 
 
+class SearchEngineUnsupported(GitmemError):
+    """The installed search engine (the ``whoosh`` module) is not the release gitmem
+    supports: another version of whoosh-reloaded, another distribution of ``whoosh``, or
+    a release lacking internals gitmem's search index builds on.  Raised when the search
+    index opens; the message names what differs and the hint how to install the
+    supported release."""
+
+    code = "search_engine_unsupported"
+    exit_code = 1
+
+
 class SyncError(GitmemError):
     """A sync with a git remote failed; the local vault is unchanged and usable.
 
     ``code`` says why: ``remote_unreachable`` (network, DNS, missing path),
     ``auth_failed``, ``push_rejected``, ``dirty_worktree`` (uncommitted edits
-    to files the incoming changes touch) or ``sync_error``.
+    to files the incoming changes touch), ``unrelated_history`` (the remote
+    holds another vault: no common first commit) or ``sync_error``.
     """
 
     code = "sync_error"

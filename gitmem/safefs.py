@@ -183,7 +183,7 @@ def lstat(root: Path, rel: str) -> os.stat_result | None:
     raises :class:`UnsafePath` if a folder on the way is a link."""
     parts = split_checked(rel)
     if not _HAS_DIR_FD:  # pragma: no cover - Windows
-        target = _checked_path(root, parts[:-1] + ["."])  # checks the folders only
+        _checked_path(root, parts[:-1] + ["."])  # checks the folders only
         try:
             return os.lstat(root.joinpath(*parts))
         except FileNotFoundError:
@@ -334,16 +334,16 @@ def write_bytes(root: Path, rel: str, data: bytes, *, replace_link: bool = False
         target = _checked_path(root, parts[:-1] + ["."]) if replace_link else _checked_path(root, parts)
         target = root.joinpath(*parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / temp_name(parts[-1])
+        spare = target.parent / temp_name(parts[-1])
         try:
-            with open(tmp, "wb") as handle:
+            with open(spare, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 if durable:
                     os.fsync(handle.fileno())
-            os.replace(tmp, target)
+            os.replace(spare, target)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            spare.unlink(missing_ok=True)
             raise
         return os.stat(target)
     dfd = _open_parent(root, parts, create=True)
@@ -455,7 +455,7 @@ def _valid_name(name: str) -> bool:
 
 
 def walk_files(root: Path, top: str, *, links: list[str] | None = None,
-               skip_dir: callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+               skip_dir: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
     """Every regular file under the folder ``top`` as (vault-relative path, stat),
     without following links.  Links met on the way (to files or folders), and
     names that are not valid UTF-8, are not entered; their paths are appended to

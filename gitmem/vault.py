@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dulwich.file import FileLocked
 
@@ -42,17 +42,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from .exchange.exporting import FolderExport
     from .exchange.importing import ImportReport
     from .exchange.view import ViewReport
-    from .ops.files import FileWrite, ViewFile
+    from .ops.files import Files
     from .ops.history import Version
     from .ops.lifecycle import CompressBatch, Links, MergeResult, ProtectedContext, Summarizer, WriteResult
     from .ops.reflect import ReflectReport
-    from .search.as_of import AsOfSearch
-    from .search.index import SearchIndex
     from .search.results import SearchPage
     from .search.service import RefreshReport
     from .search.vectors import EmbedWorker
-    from .store.catalog import Catalog, Touch
-    from .store.locking import VaultLock
+    from .store.catalog import Touch
     from .sync.syncer import Remote, SyncReport
     from .upkeep.doctor import Finding
     from .upkeep.purge import PurgeReport
@@ -115,12 +112,13 @@ class Vault:
             root, author=author or env_author(), clock=clock or (lambda: datetime.now(UTC)),
             lock_timeout=lock_timeout, on_lock=self._recover)
         self._closed = False
-        git = self.services.store.git
-        if needs_recovery(git) or git.index_dirty() or (self.state_dir / PURGE_JOURNAL).exists():
+        store = self.services.store
+        git = store.git
+        if needs_recovery(git) or git.index_dirty() or (store.state_dir / PURGE_JOURNAL).exists():
             # Upkeep, not a precondition of reading: only if the lock is free now.  A
             # live holder ran this same recovery when it took the lock (VaultLock's
             # on_acquire), so a busy lock means there is nothing half-done to read.
-            with self.lock.try_hold() as held:
+            with store.lock.try_hold() as held:
                 if held:
                     try:
                         git.repair_index()  # a writer died before syncing .git/index
@@ -133,26 +131,6 @@ class Vault:
     def root(self) -> Path:
         """The vault's folder."""
         return self.services.store.root
-
-    @property
-    def git(self) -> GitStore:
-        """The vault's git repository."""
-        return self.services.store.git
-
-    @property
-    def catalog(self) -> Catalog:
-        """The private cache of file rows and history (``.git/gitmem/catalog.sqlite``)."""
-        return self.services.store.catalog
-
-    @property
-    def lock(self) -> VaultLock:
-        """The vault lock every write holds."""
-        return self.services.store.lock
-
-    @property
-    def state_dir(self) -> Path:
-        """``.git/gitmem``: the lock, caches and search index (never tracked)."""
-        return self.services.store.state_dir
 
     @property
     def config(self) -> VaultConfig:
@@ -173,43 +151,25 @@ class Vault:
         self.services.store.author = value
 
     @property
-    def clock(self) -> Clock:
-        """The clock writes are dated with."""
-        return self.services.store.clock
-
-    @property
-    def index(self) -> SearchIndex:
-        """The search index, opened (and caught up with the files) on first use."""
-        return self.services.searcher.index
-
-    @property
-    def as_of_search(self) -> AsOfSearch:
-        """Searches of the vault as it was at a commit or date."""
-        return self.services.searcher.as_of_search
-
-    @property
     def outside_refused(self) -> dict[str, str]:
         """Outside edits the write checks refused at the last :meth:`commit_outside_edits`."""
-        return self.services.pipeline.outside_refused
-
-    @property
-    def files_tier(self) -> str:
-        """The tier file-shaped tools see as their root (``files_tier`` setting)."""
-        return self.services.files.files_tier
+        return self.services.pipeline.outside.refused
 
     @property
     def head(self) -> str | None:
         """The sha of the vault's latest commit (None before the first)."""
-        sha = self.git.head()
+        sha = self.services.store.git.head()
         return sha.decode() if sha else None
 
     def now(self) -> str:
         """The clock's time as ISO 8601 UTC."""
         return self.services.store.now()
 
-    def is_memory_path(self, path: str) -> bool:
-        """True if the vault-relative ``path`` is a memory file of this vault's tiers."""
-        return self.services.store.is_memory_path(path)
+    @property
+    def files(self) -> Files:
+        """The file view: the vault as plain files under the files tier, for file-shaped tools
+        (exact-text reads and writes, renames, removals; see :mod:`gitmem.ops.files`)."""
+        return self.services.files
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -277,8 +237,7 @@ class Vault:
         try:
             GitStore.init(root).close()
             vault = cls(root, author=author, clock=clock)
-            _first_commit(vault, config, config_text, source, plan, import_tier, progress)
-            vault.import_report["skipped"] = [{"path": rel, "reason": why} for rel, why in left_out]
+            _first_commit(vault, config, config_text, source, plan, import_tier, progress, left_out)
         except BaseException:
             # Nothing was committed (a secret or a bad note in the folder, a full disk ...):
             # what init made goes again, so the folder reads as it did and init can be rerun.
@@ -299,7 +258,7 @@ class Vault:
         tree is checked before anything is written (see :mod:`gitmem.sync.syncer`)."""
         from .sync.syncer import clone_repository
         vault = cls.open(clone_repository(url, path), **kwargs)
-        vault.sync_history()  # record the history now, so later syncs pay only for what arrives
+        vault.services.history.sync_history()  # record the history now, so later syncs pay only for what arrives
         return vault
 
     def close(self) -> None:
@@ -312,38 +271,38 @@ class Vault:
         """
         if self._closed:
             return
-        pipeline = self.services.pipeline
+        pipeline, git, lock = self.services.pipeline, self.services.store.git, self.services.store.lock
         # A Vault that never held the lock for a write (VaultLock.taken) only read: it
         # has nothing to flush or pack, and closes without waiting for other processes.
-        wrote = self.lock.taken or self.git.index_pending > 0
+        wrote = lock.taken or git.index_pending > 0
         flushed = True
         if wrote:
             # Marked closed only after the flush: if a signal ends the process meanwhile
             # (SystemExit), the atexit handler's close() runs the flush again.
-            flushed = pipeline.flush(_CLOSE_FLUSH_TIMEOUT)
+            flushed = pipeline.background.flush(_CLOSE_FLUSH_TIMEOUT)
             try:  # without the vault lock (it waits for a run of the idle timer under way)
-                self.git.housekeep(closing=True)
+                git.housekeep(closing=True)
             except Exception:  # noqa: BLE001 - packing can wait for the next process
                 pass
-        self._closed = pipeline.closed = True
+        self._closed = pipeline.background.closed = True
         # The other threads of this process (a write under way) are waited for; other
         # processes only briefly, and only when a write of this process left index
         # entries behind: closing never fails or hangs because another process is busy.
-        with self.lock.threads():
-            if wrote and (self.git.index_pending > 0 or not flushed):
-                with self.lock.try_hold(_CLOSE_FLUSH_TIMEOUT if flushed else 0.0) as held:
-                    if not (held and self.git.flush_index()):
-                        self.git.mark_index_dirty()  # given up: the next writer repairs it
+        with lock.threads():
+            if wrote and (git.index_pending > 0 or not flushed):
+                with lock.try_hold(_CLOSE_FLUSH_TIMEOUT if flushed else 0.0) as held:
+                    if not (held and git.flush_index()):
+                        git.mark_index_dirty()  # given up: the next writer repairs it
             self.services.searcher.close()
-            self.lock.close()  # other threads' later writes get VaultClosed, not a closed database
-        self.git.repo.close()
-        self.catalog.close()
+            lock.close()  # other threads' later writes get VaultClosed, not a closed database
+        git.repo.close()
+        self.services.store.catalog.close()
         _live_vaults.discard(self)
 
     def flush(self) -> None:
         """Bring ``.git/index`` in line with HEAD now (normally done lazily); retries while
         git holds ``index.lock`` (at most ten seconds)."""
-        self.services.pipeline.flush(_CLOSE_FLUSH_TIMEOUT)
+        self.services.pipeline.background.flush(_CLOSE_FLUSH_TIMEOUT)
 
     def __enter__(self) -> Vault:
         return self
@@ -395,31 +354,15 @@ class Vault:
                                           scope=scope, agent=agent)
         return self.services.searcher.list_as_of(as_of, want, need_tags, limit)
 
-    def render_memory_index(self) -> bytes:
+    def render_memory_md(self) -> bytes:
         """The content ``MEMORY.md`` has for the memories committed at HEAD."""
         return self.services.memory_md.render()
 
     # -------------------------------------------------- reader
-    def refused_links(self) -> builtins.list[str]:
-        """Symbolic links in the tier folders (and a linked tier folder itself), and file names that
-        are not valid UTF-8: gitmem never reads, follows or commits them
-        (:meth:`Reader.refused_links`)."""
-        return self.services.reader.refused_links()
-
-    def memory_from_bytes(self, path: str, data: bytes) -> Memory:
-        """A memory file's bytes (from any commit) read as a fresh vault reads them: no id is
-        inherited from a name the file had before (unlike a file on disk)
-        (:meth:`Reader.memory_from_bytes`)."""
-        return self.services.reader.memory_from_bytes(path, data)
-
     def scan(self) -> tuple[builtins.list[str], builtins.list[str]]:
         """Re-read changed files into the catalog; returns (changed, removed) paths
         (:meth:`Reader.scan`)."""
         return self.services.reader.scan()
-
-    def scan_paths(self, paths: Iterable[str]) -> tuple[builtins.list[str], builtins.list[str]]:
-        """Like :meth:`scan` for just these vault-relative paths (:meth:`Reader.scan_paths`)."""
-        return self.services.reader.scan_paths(paths)
 
     def resolve(self, ref: str) -> str:
         """The path of the memory ``ref`` names: an id (or unique id prefix of 4+ characters), a
@@ -538,11 +481,6 @@ class Vault:
         return self.services.reflect.reflect(dry_run, author=author)
 
     # -------------------------------------------------- history
-    def sync_history(self) -> int:
-        """Record the memories touched by commits made since the last sync
-        (:meth:`History.sync_history`)."""
-        return self.services.history.sync_history()
-
     def touch_log(self) -> builtins.list[tuple[str, Touch]]:
         """Every (memory id, :class:`Touch`) recorded, in the order the commits were made: the whole
         vault's history in one indexed read (``history`` reads one memory's)
@@ -551,8 +489,9 @@ class Vault:
 
     def commits(self) -> builtins.list[CommitInfo]:
         """The branch's commits, newest first (what ``git log`` lists)."""
-        head = self.git.head()
-        return [self.git.info(sha) for sha in reversed(self.git.walk_new(None, head))] if head else []
+        git = self.services.store.git
+        head = git.head()
+        return [git.info(sha) for sha in reversed(git.walk_new(None, head))] if head else []
 
     def history(self, ref: str) -> builtins.list[Version]:
         """Every commit that touched the memory, oldest first, across moves
@@ -604,109 +543,13 @@ class Vault:
         return self.services.searcher.embed(rebuild=rebuild, progress=progress)
 
     # -------------------------------------------------- pipeline
-    def outside_changes(self, paths: Iterable[str] | None = None) -> builtins.list[FileChange]:
-        """Memory files whose content differs from HEAD (edited outside gitmem)
-        (:meth:`WritePipeline.outside_changes`)."""
-        return self.services.pipeline.outside_changes(paths)
-
-    def uncommitted_paths(self) -> builtins.set[str]:
-        """Memory files whose content on disk (as last scanned) differs from HEAD; takes no
-        lock (:meth:`WritePipeline.uncommitted_paths`)."""
-        return self.services.pipeline.uncommitted_paths()
-
     def commit_outside_edits(self, paths: Iterable[str] | None = None,
-                             author: Any = None, reason: str | None = None) -> str | None:
+                             author: str | Identity | None = None, reason: str | None = None) -> str | None:
         """Commit memory files edited outside gitmem, as one commit authored by the vault's ``user``
         (from ``.gitmem.yaml``); the files are not touched. ``reason`` is added to the subject in
-        parentheses (``edit: <title> (outside edit)``) (:meth:`WritePipeline.commit_outside_edits`)."""
-        return self.services.pipeline.commit_outside_edits(paths, author, reason)
-
-    # -------------------------------------------------- files
-    def file_path(self, path: str) -> str:
-        """The vault-relative path a file-view ``path`` names (validated, not required to exist)
-        (:meth:`Files.file_path`)."""
-        return self.services.files.file_path(path)
-
-    def view_path(self, relpath: str) -> str:
-        """The file-view spelling of a vault-relative path (inverse of :meth:`file_path`)
-        (:meth:`Files.view_path`)."""
-        return self.services.files.view_path(relpath)
-
-    def readable_files(self, folder: str | None = None) -> builtins.list[ViewFile]:
-        """The files of the readable view under vault-relative ``folder`` (None or a tier folder:
-        projected spellings; a deeper folder: the files' own paths), sorted by their readable
-        spelling.  Deleted memories are left out.  Catches up with outside edits first (a scan)
-        (:meth:`Files.readable_files`)."""
-        return self.services.files.readable_files(folder)
-
-    def readable_path(self, path: str) -> str:
-        """The vault-relative path a readable-view ``path`` names (inverse of the projection
-        :meth:`readable_files` makes; validated, not required to exist)
-        (:meth:`Files.readable_path`)."""
-        return self.services.files.readable_path(path)
-
-    def readable_view(self, relpath: str) -> str:
-        """How the readable view spells the file at vault-relative ``relpath``: its projected
-        ``<tier>/<slug>.md`` spelling when that names it, else :meth:`view_path`
-        (:meth:`Files.readable_view`)."""
-        return self.services.files.readable_view(relpath)
-
-    def memories_named(self, name: str) -> builtins.list[str]:
-        """Paths of every memory that is not deleted whose file name (with or without ``.md``), id,
-        title (case-insensitive) or id prefix (4+ characters) is ``name``, sorted; the first kind of
-        match that finds any wins.  Unlike :meth:`resolve`, several matches are all returned
-        (:meth:`Files.memories_named`)."""
-        return self.services.files.memories_named(name)
-
-    def list_files(self, folder: str | None = None) -> builtins.list[str]:
-        """Every file under the tier folders (or under vault-relative ``folder``), as sorted vault-
-        relative paths; hidden files and folders, and symbolic links (never followed), are left out
-        (:meth:`Files.list_files`)."""
-        return self.services.files.list_files(folder)
-
-    def file_kind(self, relpath: str) -> str | None:
-        """``"file"``, ``"folder"`` or None (absent) for vault-relative ``relpath``; a symbolic link
-        on the way raises :class:`~gitmem.errors.UnsafePath` (:meth:`Files.file_kind`)."""
-        return self.services.files.file_kind(relpath)
-
-    def file_size(self, relpath: str) -> int:
-        """The size in bytes the file system reports for the file or folder at ``relpath`` (0 if
-        absent or a link) (:meth:`Files.file_size`)."""
-        return self.services.files.file_size(relpath)
-
-    def read_text(self, relpath: str) -> str:
-        """The exact text of the file at vault-relative ``relpath`` (never rewritten)
-        (:meth:`Files.read_text`)."""
-        return self.services.files.read_text(relpath)
-
-    def names_memory_md(self, relpath: str) -> bool:
-        """True for a vault-relative path naming ``MEMORY.md`` directly in a tier folder (any letter
-        case): how agents spell the generated index, which no tool writes
-        (:meth:`Files.names_memory_md`)."""
-        return self.services.files.names_memory_md(relpath)
-
-    def memory_md_text(self) -> str | None:
-        """The text of the vault's ``MEMORY.md`` as it is on disk (None if absent or a link)
-        (:meth:`Files.memory_md_text`)."""
-        return self.services.files.memory_md_text()
-
-    def write_text(self, relpath: str, text: str, *, exists: bool | None = None,
-                   if_match: str | None = None, author: str | Identity | None = None,
-                   subject: str | None = None) -> FileWrite:
-        """Write ``text`` exactly to vault-relative ``relpath`` as one commit
-        (:meth:`Files.write_text`)."""
-        return self.services.files.write_text(relpath, text, exists=exists, if_match=if_match,
-                                              author=author, subject=subject)
-
-    def remove_path(self, relpath: str, *, author: str | Identity | None = None) -> FileWrite:
-        """Remove a file, or a folder with everything in it, as one commit
-        (:meth:`Files.remove_path`)."""
-        return self.services.files.remove_path(relpath, author=author)
-
-    def rename_path(self, old: str, new: str, *, author: str | Identity | None = None) -> FileWrite:
-        """Rename (move) a file or folder as one commit of tracked renames
-        (:meth:`Files.rename_path`)."""
-        return self.services.files.rename_path(old, new, author=author)
+        parentheses (``edit: <title> (outside edit)``)
+        (:meth:`OutsideEdits.commit <gitmem.write.person_edits.OutsideEdits.commit>`)."""
+        return self.services.pipeline.outside.commit(paths, author, reason)
 
     # -------------------------------------------------- syncer
     def add_remote(self, name: str, url: str) -> Remote:
@@ -762,7 +605,7 @@ class Vault:
         return run_import(self.services, format, source, dry_run=dry_run, tier=tier, author=author,
                           force=force, progress=progress)
 
-    def export_jsonl(self, out: str | os.PathLike[str] | Any) -> int:
+    def export_jsonl(self, out: str | os.PathLike[str] | IO[str]) -> int:
         """Write every memory as one JSON line to ``out`` (a path outside the vault, or a
         text stream); returns the count.  See :mod:`gitmem.exchange.exporting`."""
         from .exchange.exporting import export_jsonl
@@ -787,19 +630,6 @@ class Vault:
         from .exchange.view import write_view
         return write_view(self.services, path)
 
-    def render_memory(self, meta: Mapping[str, Any], body: str) -> bytes:
-        """The bytes of a memory file as a write would store them: the secrets policy
-        applied (:class:`SecretDetected` under ``refuse``) and the size checked."""
-        return self.services.pipeline.render(meta, body)
-
-    def commit_batch(self, changes: Sequence[FileChange], subject: str, op: str,
-                     touched: Sequence[tuple[str, str | None, str]], *,
-                     author: str | Identity | None = None, forced: bool = False) -> Committed:
-        """Commit many file changes as ONE commit (an import): ``touched`` lists
-        (memory id, path, op) for the history; the write checks run on every change."""
-        return self.services.pipeline.commit(changes, subject, op, touched,
-                                             author=self.services.store.author_of(author), forced=forced)
-
     # ------------------------------------------------------------- upkeep
     def memory_id(self, ref: str) -> str:
         """The id ``ref`` names, also for a memory that no longer has a file (deleted
@@ -821,7 +651,7 @@ class Vault:
 
 def _first_commit(vault: Vault, config: VaultConfig, config_text: bytes, source: Path | None,
                   plan: list[tuple[str, str]], import_tier: str,
-                  progress: Callable[[int, int], None] | None) -> None:
+                  progress: Callable[[int, int], None] | None, left_out: list[tuple[str, str]]) -> None:
     """The first commit of :meth:`Vault.init`: the settings, and the notes of ``plan``."""
     changes = [FileChange(CONFIG_NAME, config_text),
                FileChange(".gitignore", GITIGNORE.encode()),
@@ -844,7 +674,8 @@ def _first_commit(vault: Vault, config: VaultConfig, config_text: bytes, source:
     vault.services.pipeline.commit(changes, f"init: gitmem vault{what}", "init",
                                    [(mid, rel, "import") for mid, rel in imported], origin="person")
     vault.import_report = {"source": str(source) if source else None, "imported": len(imported),
-                           "outside_tiers": outside, "import_tier": import_tier}
+                           "outside_tiers": outside, "import_tier": import_tier,
+                           "skipped": [{"path": rel, "reason": why} for rel, why in left_out]}
 
 
 _NOT_A_VAULT_HINT = ("Make a vault with 'gitmem init DIR', or name one with -C DIR / --vault DIR "

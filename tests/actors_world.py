@@ -612,7 +612,7 @@ def hold_lock_and_read(world: World, seconds: float = 8.0) -> None:
     """Another process holds the vault lock: reads, started together while it is held,
     each answer within the bound, and so do the hooks (a write hook by doing less)."""
     script = ("import sys, time\nfrom gitmem.vault import Vault\nv = Vault.open(sys.argv[1])\n"
-              "with v.lock.hold():\n    print('held', flush=True)\n    time.sleep(float(sys.argv[2]))\nv.close()\n")
+              "with v.services.store.lock.hold():\n    print('held', flush=True)\n    time.sleep(float(sys.argv[2]))\nv.close()\n")
     holder = subprocess.Popen([sys.executable, "-c", script, str(world.root), str(seconds)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
     try:

@@ -7,6 +7,11 @@ authenticated one runs ``git http-backend`` with the CGI variables git
 documents (``GIT_PROJECT_ROOT``, ``GIT_HTTP_EXPORT_ALL``, ``REQUEST_METHOD``,
 ``PATH_INFO``, ``QUERY_STRING``, ``CONTENT_TYPE``, ``REMOTE_USER`` ...); the
 request body is streamed to it and its output streamed back.
+
+Fault modes, to test a server that misbehaves (set on the running server):
+``delay`` seconds before every answer (a slow server), and ``fault =
+"drop"``: the connection is cut half-way through the next pack it sends (a
+fetch), once.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import base64
 import http.server
 import os
 import shutil
+import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +45,7 @@ def http_backend() -> str | None:
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
     protocol_version = "HTTP/1.0"  # the response ends when the connection closes
 
     def do_GET(self) -> None:  # noqa: N802 - http.server API
@@ -62,6 +69,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         self.server.requests.append(f"{self.command} {self.path}")
+        if self.server.delay:
+            time.sleep(self.server.delay)
         user = self._user()
         if user is None:
             self.server.refused += 1
@@ -114,6 +123,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             for key, value in headers:
                 self.send_header(key, value)
             self.end_headers()
+            drop = self.server.fault == "drop" and path.endswith("/git-upload-pack")
+            if drop:
+                self.server.fault = None
+                self.server.dropped += 1
+                answer = proc.stdout.read()
+                self.wfile.write(answer[:len(answer) // 2])   # the negotiation and part of the pack
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             while chunk := proc.stdout.read(65536):
                 self.wfile.write(chunk)
         finally:
@@ -164,6 +182,9 @@ class _Server(http.server.ThreadingHTTPServer):
     credentials: tuple[str, str]
     requests: list[str]
     refused: int
+    delay: float
+    fault: str | None
+    dropped: int
 
 
 class GitHttpServer:
@@ -182,6 +203,9 @@ class GitHttpServer:
         self._server.credentials = credentials
         self._server.requests = []
         self._server.refused = 0
+        self._server.delay = 0.0
+        self._server.fault = None
+        self._server.dropped = 0
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
@@ -193,11 +217,21 @@ class GitHttpServer:
     def refused(self) -> int:
         return self._server.refused
 
+    @property
+    def dropped(self) -> int:
+        """How many connections the ``drop`` fault cut."""
+        return self._server.dropped
+
+    def misbehave(self, *, delay: float = 0.0, fault: str | None = None) -> None:
+        """Answer every request ``delay`` seconds late; ``fault="drop"``: cut the next pack."""
+        self._server.delay = delay
+        self._server.fault = fault
+
     def url(self, repo: str) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/{repo}"
 
-    def __enter__(self) -> "GitHttpServer":
+    def __enter__(self) -> GitHttpServer:
         self._thread.start()
         return self
 

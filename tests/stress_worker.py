@@ -177,7 +177,7 @@ def bench(root: str, name: str, count: int, seed: int) -> None:
     from gitmem import Vault
     rng = random.Random(seed)
     with Vault.open(root, author=f"{name} <{name}@test>") as vault:
-        vault.index  # noqa: B018 - open (and catch up) the index before timing
+        vault.services.searcher.index  # noqa: B018 - open (and catch up) the index before timing
         live: list[str] = []
         say(ready=True)
         go = os.environ.get("GITMEM_BENCH_GO")

@@ -164,7 +164,7 @@ def test_as_of_catches_up_and_survives_lost_cache(tmp_path: Path, clock: FakeClo
         assert vault.search("delta", as_of="HEAD").total == 1       # new commits caught up
         assert vault.search("delta", as_of="HEAD~1").total == 0
         # The cache is rebuildable: a lost bookkeeping file or index is rebuilt.
-        versions = vault.state_dir / "versions"
+        versions = vault.services.store.state_dir / "versions"
         vault.close()
         (versions / "versions.json").unlink()
         vault = Vault.open(tmp_path / "vault", clock=clock)
@@ -210,7 +210,7 @@ def test_purge_drops_the_past_and_the_view_it_rewrote(vault: Vault, clock: FakeC
     assert not Path(page).exists()           # the default view page held it too
     assert vault.search("kappa", as_of="HEAD~1").total == 0
     assert vault.search("kappa", as_of="HEAD").total == 0
-    leftovers = [p for p in (vault.state_dir / "versions").rglob("*") if p.is_file()
+    leftovers = [p for p in (vault.services.store.state_dir / "versions").rglob("*") if p.is_file()
                  and b"kappa" in p.read_bytes()]
     assert leftovers == []
 

@@ -151,12 +151,12 @@ def doors(vault: Vault, path: str) -> dict[str, Callable[[], Any]]:
     view = rest if tier == "long_term" else path  # the files/claude view is rooted at long_term/
     return {
         "api add(path=)": lambda: vault.add("Through a link", PAYLOAD, path=path),
-        "api write_text": lambda: vault.write_text(path, PAYLOAD),
-        "api read_text": lambda: vault.read_text(path),
+        "api write_text": lambda: vault.files.write_text(path, PAYLOAD),
+        "api read_text": lambda: vault.files.read_text(path),
         "api get": lambda: vault.get(path),
         "api update": lambda: vault.update(path, body=PAYLOAD),
-        "api rename_path": lambda: vault.rename_path(path, "long_term/moved.md"),
-        "api remove_path": lambda: vault.remove_path(path),
+        "api rename_path": lambda: vault.files.rename_path(path, "long_term/moved.md"),
+        "api remove_path": lambda: vault.files.remove_path(path),
         "files memory_write": tool(vault, "files", "memory_write", {"path": view, "content": PAYLOAD}),
         "files memory_read": tool(vault, "files", "memory_read", {"path": view}),
         "claude create": tool(vault, "claude", "memory", {"command": "create", "path": f"/memories/{view}",
@@ -189,7 +189,7 @@ def doors(vault: Vault, path: str) -> dict[str, Callable[[], Any]]:
 
 
 def _standup_view(vault: Vault) -> str:
-    return vault.view_path(vault.get("Standup time").path)
+    return vault.files.view_path(vault.get("Standup time").path)
 
 
 @pytest.mark.slow
@@ -311,8 +311,8 @@ def secret_doors(vault: Vault, secret: str, pathish: str) -> dict[str, Callable[
         "api write": lambda: vault.write(body),
         "api update": lambda: vault.update("Standup time", body=body),
         "api append": lambda: vault.update("Standup time", append=secret),
-        "api write_text": lambda: vault.write_text("long_term/deploy.md", body),
-        "api write_text path": lambda: vault.write_text(f"long_term/{pathish}.md", "harmless"),
+        "api write_text": lambda: vault.files.write_text("long_term/deploy.md", body),
+        "api write_text path": lambda: vault.files.write_text(f"long_term/{pathish}.md", "harmless"),
         "files memory_write": tool(vault, "files", "memory_write", {"path": "deploy.md", "content": body}),
         "files memory_write path": tool(vault, "files", "memory_write", {"path": f"{pathish}.md",
                                                                          "content": "harmless"}),
@@ -411,7 +411,7 @@ def test_case_colliding_names_are_refused_through_every_front_door(scene: Scene)
                                                           "old_path": "/memories/" + _standup_view(vault),
                                                           "new_path": "/memories/nOtEs.md"}),
         "api add(path=)": lambda: vault.add("notes", "b", path="short_term/notes.md"),
-        "api write_text": lambda: vault.write_text("mid_term/notes.md", "b"),
+        "api write_text": lambda: vault.files.write_text("mid_term/notes.md", "b"),
     }.items():
         produced = attempt(call)
         assert '"conflict"' in produced, f"{name}: {produced}"
@@ -426,7 +426,7 @@ def test_long_and_undecodable_names_get_gitmem_errors(scene: Scene, bad: str) ->
     head = vault.head
     for name, call in {
         "api add(path=)": lambda: vault.add("Long", "x", path=f"long_term/{bad}"),
-        "api write_text": lambda: vault.write_text(f"long_term/{bad}", "x"),
+        "api write_text": lambda: vault.files.write_text(f"long_term/{bad}", "x"),
         "files": tool(vault, "files", "memory_write", {"path": bad, "content": "x"}),
         "claude": tool(vault, "claude", "memory", {"command": "create", "path": f"/memories/{bad}",
                                                    "file_text": "x"}),
@@ -444,7 +444,7 @@ def test_a_lone_surrogate_never_reaches_a_file(scene: Scene) -> None:
         "api add title": lambda: vault.add("bad \ud800 title", "x"),
         "api add tags": lambda: vault.add("Tagged", "x", tags=["ok", "bad\udfff"]),
         "api add body": lambda: vault.add("Body", "bad \ud800 body"),
-        "api write_text": lambda: vault.write_text("long_term/s.md", "bad \ud800"),
+        "api write_text": lambda: vault.files.write_text("long_term/s.md", "bad \ud800"),
         "files": tool(vault, "files", "memory_write", {"path": "s.md", "content": "bad \ud800"}),
         "claude": tool(vault, "claude", "memory", {"command": "create", "path": "/memories/s.md",
                                                    "file_text": "bad \ud800"}),

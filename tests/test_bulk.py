@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from gitmem import Vault
-from gitmem.search.index import SearchIndex
+from gitmem.search.whoosh import SearchIndex
 from gitmem.write import pipeline
 
 from .conftest import FakeClock, git
@@ -89,10 +89,10 @@ def test_init_from_folder_bulk_matches_the_ordinary_path(tmp_path: Path, monkeyp
 def two_processes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Rebuilds of 8 documents or more split in two processes (where this machine can);
     the list records, per rebuild round, whether a child process took half."""
-    from gitmem.search import index as index_module
-    if not hasattr(os, "fork") or index_module._cores() < 2:  # noqa: SLF001
+    from gitmem.search.whoosh import writing as index_module
+    if not hasattr(os, "fork") or index_module.cores() < 2:
         pytest.skip("needs fork and two cores")
-    monkeypatch.setattr(index_module, "_other_threads", lambda: False)
+    monkeypatch.setattr(index_module, "other_threads", lambda: False)
     monkeypatch.setattr(SearchIndex, "PARALLEL_DOCS", 8)
     monkeypatch.setattr(SearchIndex, "REBUILD_SEGMENT_DOCS", 20)   # several rounds
     used: list[bool] = []
@@ -217,10 +217,10 @@ def test_the_index_a_bulk_init_builds_is_in_step_with_the_catalog(tmp_path: Path
         (source / f"note-{i}.md").write_text(f"# Note {i}\n\nword{i} and shared text\n")
     Vault.init(tmp_path / "vault", from_dir=source).close()
     with Vault.open(tmp_path / "vault") as vault:
-        assert vault.catalog.unindexed(10**6) == []
-        index = SearchIndex(vault.state_dir / "index")
+        assert vault.services.store.catalog.unindexed(10**6) == []
+        index = SearchIndex(vault.services.store.state_dir / "index")
         try:
-            assert index.get_state("catalog") == vault.catalog.get("search_index") is not None
+            assert index.get_state("catalog") == vault.services.store.catalog.get("search_index") is not None
         finally:
             index.close()
         assert vault.search("word7").hits[0].title == "Note 7"

@@ -27,7 +27,7 @@ import pytest
 
 from gitmem import Vault
 from gitmem.errors import GitmemError
-from gitmem.search.index import SearchIndex
+from gitmem.search.whoosh import SearchIndex
 
 from .conftest import assert_clean, git, RENAME
 
@@ -60,7 +60,7 @@ def index_matches_files(root: Path) -> None:
     """The on-disk search index (as the writers left it, before any catch-up) holds the files."""
     with Vault.open(root) as vault:
         vault.scan()
-        on_disk = vault.catalog.hashes()
+        on_disk = vault.services.store.catalog.hashes()
     raw = SearchIndex(root / ".git" / "gitmem" / "index")
     try:
         assert raw.indexed() == on_disk
@@ -77,7 +77,12 @@ def test_processes_api_cli_watch_and_a_person_lose_nothing(tmp_path: Path) -> No
         [sys.executable, "-m", "gitmem", "--vault", str(root), "watch", "--commit", "--debounce", "0.05",
          "--commit-delay", "0.2", "--rescan-interval", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)  # let it start watching before the first edits
+    assert watcher.stderr is not None
+    started = []   # it is watching before the first edits
+    while not (started and started[-1].startswith("watching ")):
+        line = watcher.stderr.readline()
+        assert line, "the watcher exited before watching:\n" + "".join(started)
+        started.append(line)
     procs = {f"api{n}": spawn("mixed", root, f"api{n}", WRITES, n) for n in range(API_PROCESSES)}
     procs["cli0"] = spawn("cli", root, "cli0", max(10, WRITES // 2), 99)
     procs["person"] = spawn("person", root, "person", 30, 7)
@@ -93,6 +98,7 @@ def test_processes_api_cli_watch_and_a_person_lose_nothing(tmp_path: Path) -> No
         time.sleep(0.2)
     watcher.send_signal(signal.SIGTERM)
     w_out, w_err = watcher.communicate(timeout=30)
+    w_err = "".join(started) + w_err
     assert watcher.returncode == 0, w_err
     assert "Traceback" not in w_err
 

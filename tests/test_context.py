@@ -14,7 +14,7 @@ from gitmem import Vault
 from gitmem.errors import InvalidMetadata
 from gitmem.agents.mcp_stdio import StdioServer
 from gitmem.memory.schema import MAX_CONTEXT_CHARS, clean_metadata, sanitize_metadata
-from gitmem.search.index import IndexDoc, SearchConfig, SearchIndex
+from gitmem.search.whoosh import IndexDoc, SearchConfig, SearchIndex
 from gitmem.search.documents import context_text
 from gitmem.search.snippet import CONTEXT_MARK
 from gitmem.agents.registry import Toolbox
@@ -208,7 +208,7 @@ def linked_vault(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
 def test_follower_reindex_cost_is_one_lookup(linked_vault: Vault) -> None:
     """A write to a memory nobody follows indexes one document; one followed by a
     memory indexes two (the follower's context changes with it)."""
-    index = linked_vault.index
+    index = linked_vault.services.searcher.index
     q = linked_vault.add("Question", "Which museum?")
     a = linked_vault.add("Answer", "The tile one.", follows=q.id)
     assert index.followers({q.id}) == [a.path]

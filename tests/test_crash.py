@@ -32,7 +32,7 @@ from typing import Any
 
 from gitmem import Vault
 from gitmem.memory.markdown import decode, parse_text
-from gitmem.search.index import SearchIndex
+from gitmem.search.whoosh import SearchIndex
 
 from .conftest import assert_clean, git
 
@@ -90,10 +90,10 @@ def check_after_crashes(root: Path, acks: list[dict[str, Any]]) -> dict[str, int
     # proves no stale lock is left: a dead holder's flock is gone.
     with Vault.open(root, lock_timeout=5) as vault:
         vault.add("after the crashes", "the next writer is not blocked\n")
-        vault.lock.timeout = 120  # closing may wait for packing thousands of loose objects
-        vault.index  # noqa: B018 - opening the index catches up with the files
+        vault.services.store.lock.timeout = 120  # closing may wait for packing thousands of loose objects
+        vault.services.searcher.index  # noqa: B018 - opening the index catches up with the files
         vault.scan()
-        on_disk = vault.catalog.hashes()
+        on_disk = vault.services.store.catalog.hashes()
     raw = SearchIndex(root / ".git" / "gitmem" / "index")
     try:
         assert raw.indexed() == on_disk, "search index did not catch up"
@@ -155,14 +155,14 @@ KILL_AT = {
                "def half(self):\n"
                "    objs = list(self.objects.values())\n"
                "    for o in objs[: len(objs) // 2]: self.store.add_object(o)\n"
-               "    lock = v.git.git_dir / 'objects' / objs[-1].id.decode()[:2] / (objs[-1].id.decode()[2:] + '.lock')\n"
+               "    lock = v.services.store.git.git_dir / 'objects' / objs[-1].id.decode()[:2] / (objs[-1].id.decode()[2:] + '.lock')\n"
                "    lock.parent.mkdir(exist_ok=True); lock.write_bytes(b'')\n"
                "    os._exit(9)\n"
                "recovery.PendingObjects.write = half\n",
-    "worktree": "v.git._apply_to_worktree = lambda *args: os._exit(9)\n",
+    "worktree": "v.services.store.git._apply_to_worktree = lambda *args: os._exit(9)\n",
     "ref": "import dulwich.refs\n"
            "def dead(self, name, old, new, **kw):\n"
-           "    (v.git.git_dir / (name.decode() + '.lock')).write_bytes(new + b'\\n')\n"
+           "    (v.services.store.git.git_dir / (name.decode() + '.lock')).write_bytes(new + b'\\n')\n"
            "    os._exit(9)\n"
            "dulwich.refs.DiskRefsContainer.set_if_equals = dead\n",
     "index": "def dead(self):\n"
@@ -170,7 +170,7 @@ KILL_AT = {
              "    with index_writing(self):\n"
              "        (self.git_dir / 'index.lock').write_bytes(b'DIRC')\n"
              "        os._exit(9)\n"
-             "type(v.git).flush_index = dead\n",
+             "type(v.services.store.git).flush_index = dead\n",
 }
 
 
@@ -241,4 +241,4 @@ def test_a_person_edit_after_the_crash_is_never_overwritten(tmp_path: Path) -> N
     (root / path).write_text("---\ntitle: keeper\n---\nthe person's version\n")
     with Vault.open(root) as v:
         assert v.get("keeper").body == "the person's version\n"  # left for the watcher to commit
-        assert [c.path for c in v.outside_changes()] == [path]
+        assert [c.path for c in v.services.pipeline.outside.changes()] == [path]

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from gitmem import Vault
 from gitmem.cli.main import cli
-from gitmem.search.index import SearchIndex
+from gitmem.search.whoosh import SearchIndex
 
 from .conftest import assert_clean, git
 
@@ -48,7 +48,7 @@ def test_doctor_repair_fixes_what_git_can_rebuild(tmp_path: Path) -> None:
         for check in ("git-index", "temp-files", "git-locks"):
             assert not found[check].ok, check
         assert "recorded the memories touched by 1 new commit(s)" in found["catalog"].summary
-        assert v.catalog.get("history_tip") == v.head
+        assert v.services.store.catalog.get("history_tip") == v.head
         fixed = {f.check: f for f in v.doctor(repair=True)}
         for check in ("git-index", "temp-files", "git-locks"):
             assert fixed[check].repaired, check

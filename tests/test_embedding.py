@@ -25,7 +25,7 @@ needs_extra = pytest.mark.skipif(not available(), reason='needs pip install "git
 
 
 def test_import_gitmem_loads_no_numpy() -> None:
-    code = ("import sys, gitmem, gitmem.search.index, gitmem.search.vectors, gitmem.search.hybrid, gitmem.search.embedding, "
+    code = ("import sys, gitmem, gitmem.search.whoosh, gitmem.search.vectors, gitmem.search.hybrid, gitmem.search.embedding, "
             "gitmem.outside.follow, gitmem.cli.main\n"
             "from gitmem.search.embedding import available; available()\n"
             "assert not [m for m in ('numpy', 'onnxruntime', 'tokenizers', 'safetensors') "
@@ -138,7 +138,7 @@ def test_changed_and_removed_memories_lose_their_vectors(hv: Vault) -> None:
     q = hv.add("Question", "Where shall we eat?")
     a = hv.add("Answer", "The sushi place.", follows=q.id)
     hv.embed()["embedded"]
-    store = VectorStore(vector_dir(hv.state_dir))
+    store = VectorStore(vector_dir(hv.services.store.state_dir))
     before = store.stored()
     hv.update(q.id, body="Where shall we eat tonight?")
     assert hv.embed()["embedded"] == 2                     # the edited memory and its follower
@@ -154,7 +154,7 @@ def test_purge_drops_the_purged_vector(hv: Vault) -> None:
     from gitmem.search.vectors import VectorStore, vector_dir
     secret = hv.add("Secret", "The door code is 4711.")
     hv.embed()["embedded"]
-    store = VectorStore(vector_dir(hv.state_dir))
+    store = VectorStore(vector_dir(hv.services.store.state_dir))
     assert secret.path in store.stored()
     hv.purge(secret.id)
     assert secret.path not in store.stored() and len(store.stored()) == 3
@@ -185,7 +185,7 @@ def test_background_worker_embeds_new_memories(hv: Vault) -> None:
         made = hv.add("New", "A note written while the worker runs.")
         worker.nudge()
         deadline = time.monotonic() + 30
-        while made.path not in VectorStore(vector_dir(hv.state_dir)).stored():
+        while made.path not in VectorStore(vector_dir(hv.services.store.state_dir)).stored():
             assert time.monotonic() < deadline, "the worker never embedded the new memory"
             time.sleep(0.1)
     finally:

@@ -192,8 +192,8 @@ def test_a_writer_killed_holding_index_lock_after_the_branch_moved_is_finished_b
         vault.add("Keeper", "The original body.")
     head = git(root, "rev-parse", "HEAD")
     # Dies right after the branch moved: the new index is in index.lock, not yet renamed.
-    script = ("import os, sys\nfrom gitmem import Vault\nfrom gitmem.store.git import GitStore\n"
-              "GitStore._keep_staged = lambda self: os._exit(9)\n"
+    script = ("import os, sys\nfrom gitmem import Vault\nfrom gitmem.store.git_index import GitIndex\n"
+              "GitIndex.keep_staged = lambda self: os._exit(9)\n"
               "v = Vault.open(sys.argv[1])\nv.add('Killed after the move', 'Its commit is in HEAD.')\n")
     done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True)
     assert done.returncode == 9, done.stderr

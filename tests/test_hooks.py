@@ -53,7 +53,7 @@ def head(root: Path, env: dict[str, str]) -> str:
 def indexed(root: Path) -> dict[str, str]:
     """What the search index of the next gitmem process to open the vault holds."""
     with Vault.open(root) as vault:
-        return vault.index.indexed()
+        return vault.services.searcher.index.indexed()
 
 
 def search_total(root: Path, query: str) -> int:
@@ -238,7 +238,7 @@ def test_checkout_merge_and_pull_leave_the_index_matching_the_files(repo: Path, 
         # The amended commit replaced the one it amends, in git's history and in gitmem's.
         assert [v.subject for v in vault.history("delta")] == ["delta and no alpha"]
         assert "marmot" in vault.show_at("delta", "~0").body
-        assert vault.catalog.get("history_tip") == head(repo, env)
+        assert vault.services.store.catalog.get("history_tip") == head(repo, env)
 
 
 # --------------------------------------------------------------- pre-commit

@@ -23,11 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitmem import Vault
-from gitmem.store.catalog import Catalog
 from gitmem.errors import GitmemError, InvalidMetadata
 from gitmem.memory.markdown import MAX_FRONTMATTER_BYTES, parse_text, render, wikilinks
-from gitmem.memory.schema import (FIELD_ORDER, REPLACEMENT_CHAR, clean_metadata, derive, first_heading,
-                           sanitize_metadata)
+from gitmem.memory.schema import FIELD_ORDER, REPLACEMENT_CHAR, clean_metadata, derive, first_heading, sanitize_metadata
+from gitmem.store.catalog import Catalog
 
 from .conftest import git, snapshot
 
@@ -298,7 +297,7 @@ def test_every_command_works_in_real_processes_beside_hostile_files(tmp_path: Pa
         assert result.returncode == (1 if args[0] == "doctor" else 0), (args, result.stderr)
         results[" ".join(args)] = result.stdout
     assert results["search narwhal"].count("long_term/") == len(files) or "4 of 4" in results["search narwhal"]
-    for rel, (_, field) in files.items():
+    for rel in files:
         assert f"{rel}: " in results["doctor"] and rel in results["doctor --repair"]
     details = {f["check"]: f for f in json.loads(results["doctor --json"])["findings"]}["metadata"]["details"]
     for rel, (_, field) in files.items():
@@ -411,8 +410,8 @@ def test_any_metadata_is_read_into_values_every_reader_can_use(meta: dict[str, A
 def test_the_catalog_stores_whatever_a_reader_hands_it(tmp_path: Path) -> None:
     """The last line of defence, should an unsanitised value reach the catalog."""
     catalog = Catalog(tmp_path / "catalog.sqlite")
-    meta = {"title": "\ud800", "tier": "long_term", "importance": 10 ** 30, "tags": [{"a": "b"}, None], "strength": math.nan,
-            "flavour": {"\udc00": [math.inf]}, "type": {"a": 1}}
+    meta = {"title": "\ud800", "tier": "long_term", "importance": 10 ** 30, "tags": [{"a": "b"}, None],
+            "strength": math.nan, "flavour": {"\udc00": [math.inf]}, "type": {"a": 1}}
     catalog.put("long_term/x.md", "id\ud800", None, meta, "problem \ud800", "body [[x]]", "hash")
     row = catalog.row("long_term/x.md")
     assert row is not None and row.meta["title"] == REPLACEMENT_CHAR
@@ -429,3 +428,31 @@ def test_doctor_names_every_bad_field_of_a_file(vault: Vault) -> None:
         assert field in details
     parsed = parse_text((vault.root / HOSTILE).read_text("utf-8"))
     assert sanitize_metadata(parsed.meta)[1]   # the same problems, from the public API
+
+
+# ------------------------------------------------------------ .gitmem.yaml
+CONFIG_CASES = [
+    ("memory_index_lines: 99999999999999999999999\n", "memory_index_lines"),
+    ("reflect:\n  promote_min_retrievals: .inf\n", "reflect.promote_min_retrievals"),
+    ('author: {name: "a\\0b", email: a@b}\n', "author.name"),
+    ("dedup: {skip: .nan}\n", "dedup.skip"),
+    ("max_content_bytes: 1e400\n", "max_content_bytes"),
+]
+
+
+@pytest.mark.parametrize("line,key", CONFIG_CASES, ids=[c[1] for c in CONFIG_CASES])
+def test_a_bad_value_in_the_config_file_is_held_back_and_reported(tmp_path: Path, line: str, key: str) -> None:
+    """A person's .gitmem.yaml with a value out of range: the default is used, doctor names it."""
+    root = tmp_path / "v"
+    Vault.init(root, author="agent").close()
+    config = root / ".gitmem.yaml"
+    config.write_text(config.read_text() + line)
+    with Vault.open(root) as vault:
+        assert key in " ".join(vault.config.problems)
+        assert vault.config.memory_index_lines == 200 and vault.config.author.name == "gitmem"
+        vault.add("Still works", "Adding after a bad config value.\n", tags=["x"])
+        vault.reflect()
+        found = findings(vault)
+        assert not found["config"].ok and key in " ".join(found["config"].details.values())
+    fsck = subprocess.run(["git", "fsck", "--strict", "--full"], cwd=root, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr

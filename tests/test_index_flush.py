@@ -83,7 +83,7 @@ def test_index_is_synced_although_git_keeps_taking_index_lock(tmp_path: Path) ->
         held = lock_loop.communicate(timeout=30)[0]
     assert int(held) > 50  # the lock really was taken over and over
     # No flush(), no close(): the deferred update alone must get through once git lets go.
-    assert wait_until(lambda: vault.git.index_pending == 0)
+    assert wait_until(lambda: vault.services.store.git.index_pending == 0)
     assert not list((root / ".git" / "gitmem").glob("index-dirty*"))
     assert git(root, "status", "--porcelain").stdout == ""
     result = git(root, "commit", "-am", "x", check=False)
@@ -114,7 +114,7 @@ def test_a_write_gives_up_on_a_stuck_lock_and_changes_nothing(tmp_path: Path) ->
     lock = root / ".git" / "index.lock"
     with Vault.init(root, author="tester") as vault:
         vault.flush()
-        vault.git.index_lock_timeout = 0.3
+        vault.services.store.git.index_lock_timeout = 0.3
         head = git(root, "rev-parse", "HEAD").stdout
         lock.write_bytes(b"")   # a lock nobody will release (a crashed git)
         with pytest.raises(LockTimeout) as caught:
@@ -162,7 +162,7 @@ def test_spliced_index_matches_what_git_reads(tmp_path: Path, seed: int) -> None
     import os
     import random
 
-    from gitmem.store.git import IndexLayout, _splice_index  # noqa: SLF001 - the splice itself is under test
+    from gitmem.store.git_index import IndexLayout, splice_index
 
     def run(*args: str) -> str:
         return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True,
@@ -224,8 +224,53 @@ def test_spliced_index_matches_what_git_reads(tmp_path: Path, seed: int) -> None
                             name: run("hash-object", name).strip()}, {})
         changes = changes_to(sorted(staged))
         # odd rounds: this process's own layout; even ones: as a new process, the saved one
-        layout = _splice_index(index, changes, layout if round_ % 2 else None, shared)
+        layout = splice_index(index, changes, layout if round_ % 2 else None, shared)
         data = index.read_bytes()
         assert layout is not None and layout.fits(data, len(layout.starts))
         assert IndexLayout.load(shared) == layout
         staged = check(staged, changes)
+
+
+def test_entries_stay_pending_while_git_index_cannot_be_read(tmp_path: Path) -> None:
+    """A torn ``.git/index`` (garbage bytes) is an expected failure: the entries stay
+    pending for a retry, and the repair from HEAD then writes a whole index."""
+    with Vault.init(tmp_path / "v", author="tester") as vault:
+        store = vault.services.store.git
+        memory = vault.add("Pending", "Its entry waits for a readable index.")
+        git_index = store.git_index
+        index_file = vault.root / ".git" / "index"
+        key = memory.path.encode()
+        sha = store.blob_sha_at(store.head(), memory.path)
+        assert sha is not None
+        git_index.pending[key] = (sha, (vault.root / memory.path).stat())
+        index_file.write_bytes(b"not an index at all")
+        with vault.services.store.lock.hold():
+            assert store.flush_index() is False
+        assert store.index_pending == 1
+        with vault.services.store.lock.hold():
+            store.rebuild_index_from_head()
+        assert store.index_pending == 0
+    assert git(vault.root, "status", "--porcelain").stdout == ""
+
+
+def test_a_bug_in_the_git_index_update_is_not_taken_for_a_busy_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the failures a retry can cure (git holds index.lock, a full disk, an unreadable
+    index) make ``flush_index`` answer "try later"; anything else is a bug and raises."""
+    from gitmem.store import git_index as module
+
+    with Vault.init(tmp_path / "v", author="tester") as vault:
+        store = vault.services.store.git
+        memory = vault.add("Pending", "Its entry is written by the deferred update.")
+        sha = store.blob_sha_at(store.head(), memory.path)
+        assert sha is not None
+        store.git_index.pending[memory.path.encode()] = (sha, (vault.root / memory.path).stat())
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise TypeError("a bug")
+        monkeypatch.setattr(module, "splice_index", broken)
+        with vault.services.store.lock.hold(), pytest.raises(TypeError):
+            store.flush_index()
+        monkeypatch.undo()
+        with vault.services.store.lock.hold():
+            assert store.flush_index() is True

@@ -186,7 +186,7 @@ def test_protected_context_orders_rules_and_constraints_before_goals(vault: Vaul
     ctx = vault.protected_context()
     assert [m.title for m in ctx.memories] == ["Use PostgreSQL", "Ask before sending", "Ship v2", "Learn Rust"]
     for cap in (1, 2, 3):     # one limited scan per type, merged: the same order, cut at cap
-        rows = vault.catalog.of_types(vault.config.protected_types, vault.config.live_tiers, limit=cap)
+        rows = vault.services.store.catalog.of_types(vault.config.protected_types, vault.config.live_tiers, limit=cap)
         assert [r.meta["title"] for r, _ in rows] == ["Use PostgreSQL", "Ask before sending", "Ship v2"][:cap]
     md = ctx.markdown
     assert md.index("## Constraints") < md.index("## Rules") < md.index("## Goals")
@@ -357,7 +357,7 @@ def test_git_pull_never_stops_on_a_memory_index_conflict(tmp_path: Path) -> None
     a.add("After the pull", "x")
     text = (a.root / "MEMORY.md").read_text()
     assert text.count("[[bobs-note") == 1 and text.count("[[alices-note") == 1
-    assert text == a.render_memory_index().decode()
+    assert text == a.render_memory_md().decode()
     a.close()
 
 
@@ -403,5 +403,5 @@ def test_a_catalog_from_an_older_gitmem_is_rebuilt(tmp_path: Path) -> None:
     db.commit()
     db.close()
     v = Vault.open(tmp_path / "v")
-    assert v.get(m.id).title == "Kept" and "[[kept|Kept]]" in v.render_memory_index().decode()
+    assert v.get(m.id).title == "Kept" and "[[kept|Kept]]" in v.render_memory_md().decode()
     v.close()

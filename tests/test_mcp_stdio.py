@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from gitmem import Vault
-from gitmem.errors import StorageError
+from gitmem.errors import SearchEngineUnsupported
 from gitmem.agents.mcp_stdio import HANDSHAKE_PROTOCOL_VERSIONS, INSTRUCTIONS, LATEST_HANDSHAKE_VERSION, StdioServer
 from gitmem.agents.registry import Toolbox
 
@@ -269,7 +269,7 @@ def test_serve_keeps_the_protocol_stream_clean_of_stray_prints(vault: Vault, tmp
 # ------------------------------------------------------------ the whoosh distribution check
 @pytest.fixture
 def fresh_check() -> Iterator[Any]:
-    from gitmem.search import index as search_doc
+    from gitmem.search.whoosh import internals as search_doc
     search_doc.whoosh_version.cache_clear()
     yield search_doc
     search_doc.whoosh_version.cache_clear()
@@ -287,7 +287,7 @@ def test_whoosh_check_refuses_a_second_distribution_of_whoosh(fresh_check: Any, 
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Whoosh\nVersion: 2.7.4\n")
     (info / "RECORD").write_text("whoosh/__init__.py,,\nWhoosh-2.7.4.dist-info/METADATA,,\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    with pytest.raises(StorageError, match=r"\['whoosh', 'whoosh-reloaded'\]"):
+    with pytest.raises(SearchEngineUnsupported, match=r"\['whoosh', 'whoosh-reloaded'\]"):
         fresh_check.whoosh_version()
 
 
@@ -311,10 +311,10 @@ def test_whoosh_check_refuses_files_whoosh_reloaded_did_not_install(fresh_check:
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     spec_origin = elsewhere  # imported from another folder
-    with pytest.raises(StorageError, match="not from whoosh-reloaded"):
+    with pytest.raises(SearchEngineUnsupported, match="not from whoosh-reloaded"):
         fresh_check.whoosh_version()
     fresh_check.whoosh_version.cache_clear()
     monkeypatch.setattr(Path, "read_bytes", lambda self: b"overwritten by another package\n")
     spec_origin = Path(installed.locate())  # the right place, other bytes
-    with pytest.raises(StorageError, match="another package overwrote it"):
+    with pytest.raises(SearchEngineUnsupported, match="another package overwrote it"):
         fresh_check.whoosh_version()

@@ -193,7 +193,7 @@ def test_purge_regenerates_memory_index_in_the_new_head(tmp_path: Path, clock: F
     with Vault.open(root) as v:
         report = v.purge(doomed.id)
         assert report.memory_index_regenerated
-        regenerated = v.render_memory_index().decode()
+        regenerated = v.render_memory_md().decode()
     head_index = git(root, "show", "HEAD:MEMORY.md")
     assert head_index == regenerated == (root / "MEMORY.md").read_text()
     assert "2 active memories" in head_index and "short_term (2)" in head_index

@@ -44,7 +44,7 @@ def build_vault(root: Path, clock: FakeClock, memories: int = 120) -> tuple[str,
                 v.update(rng.choice(ids), append=f"more text {i}")
             if doomed is not None and i % 30 == 0:
                 v.update(doomed.id, append=f"again {SECRET} {i}")
-        v.git.pack_if_needed(threshold=0)  # what gitmem does once loose objects pile up
+        v.services.store.git.pack_if_needed(threshold=0)  # what gitmem does once loose objects pile up
     assert doomed is not None and keep is not None
     git(root, "notes", "add", "-m", f"reviewed: {SECRET}", "HEAD")
     git(root, "notes", "add", "-m", "a harmless review note", git(root, "rev-list", "--max-parents=0", "HEAD").strip())

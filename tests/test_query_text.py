@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from gitmem import Vault
 from gitmem.cli.main import cli
-from gitmem.search.index import IndexDoc, SearchIndex
+from gitmem.search.whoosh import IndexDoc, SearchIndex
 from gitmem.search.query import DateRange, FieldTerm, Or, Prefix, parse_query
 from gitmem.agents.registry import Toolbox
 

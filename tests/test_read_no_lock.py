@@ -86,7 +86,7 @@ def test_python_api_reads_and_close_never_wait_for_the_lock(root: Path,
         assert {m.title for m in vault.list()} == {"Deploy checklist", "Coffee order"}
         assert vault.get(ref).body.startswith("Run the smoke tests")
         assert [v.op for v in vault.history(ref)] == ["add"]
-        assert "Coffee order" in vault.protected_context().markdown + (vault.memory_md_text() or "")
+        assert "Coffee order" in vault.protected_context().markdown + (vault.files.memory_md_text() or "")
     finally:
         vault.close()
     # A person's edit while the lock is held: the read still answers (from the files).
@@ -102,10 +102,10 @@ def test_a_vault_that_only_read_closes_without_taking_the_lock(root: Path) -> No
         vault.search("deploy")
         vault.list()
         vault.get(memory_id(root, "Coffee order"))
-    assert vault.lock.taken is False
+    assert vault.services.store.lock.taken is False
     with Vault.open(root) as writer:
         writer.add("A third", "x")
-    assert writer.lock.taken is True
+    assert writer.services.store.lock.taken is True
 
 
 def mcp_session(root: Path, requests: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],

@@ -7,8 +7,12 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from gitmem import Vault
 from gitmem.config import LifecycleSettings
+from gitmem.errors import InvalidMetadata
+from gitmem.memory.schema import clean_metadata
 from gitmem.ops.reflect import MemoryState, effective_strength, plan_reflect
 
 from .conftest import FakeClock, assert_clean, git, assert_one_write
@@ -29,8 +33,14 @@ def test_strength_halves_per_half_life_scaled_by_importance() -> None:
     s = LifecycleSettings()
     week_old = state("a", updated="2026-11-14T12:00:00Z", created="2026-11-14T12:00:00Z")
     assert abs(effective_strength(week_old, NOW.timestamp(), s) - 0.5) < 1e-9
-    important = state("b", importance=6 // 2 * 2, updated="2026-11-14T12:00:00Z")   # importance 6 -> x2
-    assert effective_strength(important, NOW.timestamp(), s) > 0.5
+    # importance 1 to 5 (the schema's range) scales the half-life by importance / 3
+    assert clean_metadata({"importance": 5})["importance"] == 5 and clean_metadata({"importance": 1})
+    with pytest.raises(InvalidMetadata):
+        clean_metadata({"importance": 6})
+    important = state("b", importance=5, updated="2026-11-14T12:00:00Z", created="2026-11-14T12:00:00Z")
+    assert abs(effective_strength(important, NOW.timestamp(), s) - 0.5 ** (3 / 5)) < 1e-9
+    minor = state("m", importance=1, updated="2026-11-14T12:00:00Z", created="2026-11-14T12:00:00Z")
+    assert abs(effective_strength(minor, NOW.timestamp(), s) - 0.5 ** 3) < 1e-9
     retrieved = state("c", updated="2026-01-01T00:00:00Z", last_retrieved=NOW.timestamp())
     assert effective_strength(retrieved, NOW.timestamp(), s) == 1.0
 
@@ -129,7 +139,7 @@ sys.stdin.readline()
 
 def test_a_second_reflect_returns_at_once_with_zero_counts(vault: Vault, clock: FakeClock) -> None:
     vault.add("Task", "t", type="task", expires="2026-10-01")
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(vault.state_dir / "reflect.lock")],
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(vault.services.store.state_dir / "reflect.lock")],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gitmem.errors import InvalidQuery, StorageError
-from gitmem.search.index import (PREFIX_EXPANSION_LIMIT, IndexDoc, SearchConfig, SearchIndex,
+from gitmem.search.whoosh import (PREFIX_EXPANSION_LIMIT, IndexDoc, SearchConfig, SearchIndex,
                            SearchPage)
 
 
@@ -57,7 +57,7 @@ def test_new_index_is_empty_and_needs_rebuild(ix: SearchIndex) -> None:
 
 
 def test_import_is_clean_under_warnings_as_errors() -> None:
-    code = "import gitmem.search.index"
+    code = "import gitmem.search.whoosh"
     subprocess.run([sys.executable, "-W", "error", "-c", code], check=True,
                    cwd=Path(__file__).resolve().parent.parent)
 
@@ -365,7 +365,7 @@ def test_write_lock_held_elsewhere_becomes_storage_error(tmp_path: Path) -> None
 
 WRITER = """
 import sys
-from gitmem.search.index import IndexDoc, SearchIndex
+from gitmem.search.whoosh import IndexDoc, SearchIndex
 ix = SearchIndex(sys.argv[1])
 ix.MERGE_FACTOR = 2          # merge (and delete segment files) on most commits
 for n in range(int(sys.argv[2])):
@@ -481,7 +481,7 @@ def test_nested_or_top_k_matches_unlimited_ranking(tmp_path: Path) -> None:
             [round(h.score, 3) for h in everything.hits[:k]], q
         assert top.total == everything.total
     s = ix._refresh()                       # the raw shape from the guide, on Whoosh itself
-    from gitmem.search.index import _Or
+    from gitmem.search.whoosh.schema import Or as _Or
     from whoosh.query import Term
     for _ in range(50):
         w = [Term("text", t) for t in rng.sample(vocab, 8)]
@@ -624,17 +624,17 @@ def test_segments_of_the_plain_whoosh_codec_stay_readable_and_merge(tmp_path: Pa
     ix.close()
 
 
-# --- reading posting blocks (gitmem.search.index._blocks) -----------------------------------
+# --- reading posting blocks (gitmem.search.whoosh.postings.blocks) --------------------------
 
 def _block_reads(ix: SearchIndex, monkeypatch: pytest.MonkeyPatch,
                  query: str) -> tuple[dict[str, int], dict]:
-    """Run ``query`` counting the posting lists read by gitmem.search.index's block reader,
+    """Run ``query`` counting the posting lists read by gitmem.search.whoosh's block reader,
     the blocks it handed over, and the lists read a posting at a time (the fallback
     for readers without the block internals, or an inlined one-posting list)."""
-    from gitmem.search import index as search_index
+    from gitmem.search.whoosh import postings as search_index
     counts = {"lists": 0, "blocks": 0, "fallback": 0, "one_at_a_time": 0}
-    real_blocks, real_unblocked = search_index._blocks, search_index._unblocked
-    real_one = search_index._one_at_a_time
+    real_blocks, real_unblocked = search_index.blocks, search_index.unblocked
+    real_one = search_index.one_at_a_time
 
     def blocks(*args, **kw):
         counts["lists"] += 1
@@ -651,9 +651,9 @@ def _block_reads(ix: SearchIndex, monkeypatch: pytest.MonkeyPatch,
         return real_one(*args, **kw)
 
     with monkeypatch.context() as m:
-        m.setattr(search_index, "_blocks", blocks)
-        m.setattr(search_index, "_unblocked", unblocked)
-        m.setattr(search_index, "_one_at_a_time", one_at_a_time)
+        m.setattr(search_index, "blocks", blocks)
+        m.setattr(search_index, "unblocked", unblocked)
+        m.setattr(search_index, "one_at_a_time", one_at_a_time)
         page = ix.search(query, limit=20).to_dict()
     return counts, page
 
@@ -683,7 +683,7 @@ def segmented(tmp_path: Path) -> SearchIndex:
 def test_queries_read_whole_posting_blocks(segmented: SearchIndex, monkeypatch: pytest.MonkeyPatch,
                                            query: str) -> None:
     """Word, phrase and prefix queries read every posting list through the block reader
-    of gitmem.search.index a block at a time, never a posting at a time: the fallback
+    of gitmem.search.whoosh a block at a time, never a posting at a time: the fallback
     taken when Whoosh's posting reader lacks the block internals would be several times
     slower (same results)."""
     counts, page = _block_reads(segmented, monkeypatch, query)
@@ -697,9 +697,9 @@ def test_the_block_check_notices_the_fallback(segmented: SearchIndex,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """With the block internals missing (as if Whoosh renamed one), queries take the
     posting-at-a-time fallback, which the counts above would show, and find the same."""
-    from gitmem.search import index as search_index
+    from gitmem.search.whoosh import postings as search_index
     fast = {q: _block_reads(segmented, monkeypatch, q)[1] for q in ("comet", '"orbit comet"', "orb*")}
-    monkeypatch.setattr(search_index, "_BLOCK_API", (*search_index._BLOCK_API, "_renamed"))
+    monkeypatch.setattr(search_index, "BLOCK_API", (*search_index.BLOCK_API, "_renamed"))
     for q, page in fast.items():
         counts, slow = _block_reads(segmented, monkeypatch, q)
         assert counts["fallback"] > 0 and slow == page, q

@@ -8,8 +8,8 @@ import http.server
 import itertools
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -364,7 +364,7 @@ def test_uncommitted_edits_are_committed_or_refused(tmp_path: Path, remote: Path
         a.sync()
     assert info.value.code == "dirty_worktree" and "notes.txt" in info.value.message
     assert (a.root / "notes.txt").read_text() == "my own untracked notes\n"
-    assert a.git.head() is not None and a.head != head  # the Obsidian edit was committed, not lost
+    assert a.services.store.git.head() is not None and a.head != head  # the Obsidian edit was committed, not lost
     (a.root / "notes.txt").unlink()
     report = a.sync()
     merged = a.get(m.id)
@@ -376,17 +376,20 @@ def test_uncommitted_edits_are_committed_or_refused(tmp_path: Path, remote: Path
     b.close()
 
 
-def test_unrelated_vaults_merge_without_losing_either(tmp_path: Path, remote: Path, clock: FakeClock) -> None:
+def test_unrelated_vaults_are_never_merged(tmp_path: Path, remote: Path, clock: FakeClock) -> None:
+    """Two vaults made apart share no history: the second to sync is refused, both stay whole."""
     a = _first(tmp_path, remote, clock, "a")
     b = _first(tmp_path, remote, clock, "b")
     a.add("Only in a", "alpha")
     clock.tick()
     b.add("Only in b", "bravo")
     a.sync()
-    b.sync()
-    a.sync()
-    _check_same(a, b)
-    assert {m.title for m in a.list()} == {"Only in a", "Only in b"}
+    head = b.head
+    with pytest.raises(SyncError) as info:
+        b.sync()
+    assert info.value.code == "unrelated_history" and b.head == head
+    assert git(remote, "rev-parse", "main").strip() == a.head
+    assert {m.title for m in a.list()} == {"Only in a"} and {m.title for m in b.list()} == {"Only in b"}
     a.close()
     b.close()
 
@@ -441,12 +444,12 @@ def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, cloc
     from gitmem.sync.remotes import http_credentials
     vault = Vault.init(tmp_path / "v", author="x", clock=clock)
     url = "https://git.example.com/me/vault.git"
-    assert http_credentials(vault.git, url) == (None, None)
+    assert http_credentials(vault.services.store.git, url) == (None, None)
     (Path.home() / ".git-credentials").write_text("https://me:tok%40en@git.example.com\n")
-    assert http_credentials(vault.git, url) == ("me", "tok@en")
+    assert http_credentials(vault.services.store.git, url) == ("me", "tok@en")
     monkeypatch.setenv("GITMEM_GIT_PASSWORD", "from-env")
-    assert http_credentials(vault.git, url) == ("git", "from-env")
-    assert http_credentials(vault.git, "/some/path") == (None, None)
+    assert http_credentials(vault.services.store.git, url) == ("git", "from-env")
+    assert http_credentials(vault.services.store.git, "/some/path") == (None, None)
     vault.close()
 
 

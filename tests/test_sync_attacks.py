@@ -137,6 +137,15 @@ def _setup(tmp_path: Path, remote: Path, clock: FakeClock) -> tuple[Vault, Vault
     return a, b
 
 
+def _no_objects_kept(root: Path, bad: bytes) -> None:
+    """A refused sync kept nothing of what it fetched: git fsck --full is clean."""
+    assert subprocess.run(["git", "cat-file", "-e", bad.decode()], cwd=root, capture_output=True).returncode != 0
+    fsck = subprocess.run(["git", "fsck", "--full"], cwd=root, capture_output=True, text=True)
+    assert fsck.returncode == 0 and " in tree " not in fsck.stderr, fsck.stdout + fsck.stderr
+    quarantine = root / ".git" / "gitmem" / "quarantine"
+    assert not quarantine.exists() or list(quarantine.iterdir()) == []
+
+
 def _assert_untouched(vault: Vault, head: str | None, state: dict[str, bytes], bad: bytes,
                       sentinel: Path, tmp_path: Path, top: set[str]) -> None:
     assert vault.head == head
@@ -168,9 +177,12 @@ def test_sync_refuses_a_bad_tree_entry(tmp_path: Path, remote: Path, clock: Fake
     assert entry.startswith(parts[0].decode("utf-8", "backslashreplace"))
     assert repr(entry)[-13:-1] in err.message or len(entry) > 120
     _assert_untouched(b, head, state, bad, sentinel, tmp_path, top)
-    with pytest.raises(UnsafeRemoteTree):   # the objects are here now: still refused
+    _no_objects_kept(b.root, bad)
+    with pytest.raises(UnsafeRemoteTree):   # nothing was kept: fetched, checked and refused again
         b.sync()
     _assert_untouched(b, head, state, bad, sentinel, tmp_path, top)
+    _no_objects_kept(b.root, bad)
+    assert {f.check: f for f in b.doctor()}["fsck"].ok
     code, out = _invoke(b.root, "sync", "--json")
     assert code == 2 and json.loads(out)["error"]["code"] == "unsafe_remote_tree"
     assert _invoke(b.root, "add", "After the attack", "Still writable.")[0] == 0
@@ -211,9 +223,10 @@ def test_sync_refused_a_bad_commit_then_accepts_the_cleaned_remote(tmp_path: Pat
                                                                    clock: FakeClock) -> None:
     a, b = _setup(tmp_path, remote, clock)
     good = git(remote, "rev-parse", "main").strip()
-    plant(remote, *BAD_ENTRIES["symlink_etc"])
+    bad = plant(remote, *BAD_ENTRIES["symlink_etc"])
     with pytest.raises(UnsafeRemoteTree):
         b.sync()
+    _no_objects_kept(b.root, bad)
     git(remote, "update-ref", "refs/heads/main", good)   # the remote's owner removes it
     a.add("Clean again", "Fine.\n")
     a.sync()
@@ -221,7 +234,7 @@ def test_sync_refused_a_bad_commit_then_accepts_the_cleaned_remote(tmp_path: Pat
     assert report.action == "fast_forward" and "Clean again" in {m.title for m in b.list()}
     assert git(b.root, "rev-parse", "refs/remotes/origin/main").strip() == a.head
     b.flush()
-    assert git(b.root, "status", "--porcelain") == ""   # (the refused commit stays, unreachable, until gc)
+    assert git(b.root, "status", "--porcelain") == ""
     a.close()
     b.close()
 
@@ -274,6 +287,7 @@ def test_incoming_secret_is_refused(tmp_path: Path, remote: Path, clock: FakeClo
     assert bad.decode() not in _all_commits(b.root)
     assert AWS_KEY not in git(b.root, "log", "--all", "-p")
     assert not (b.root / "long_term" / "0" / "1" / "deploy-creds.md").exists()
+    _no_objects_kept(b.root, bad)   # the secret is not even an unreachable object here
     a.close()
     b.close()
 
@@ -374,12 +388,43 @@ def test_sync_report_names_held_settings_and_a_stronger_config_applies(tmp_path:
 
 def test_unusable_config_from_a_remote_is_refused(tmp_path: Path, remote: Path, clock: FakeClock) -> None:
     a, b = _setup(tmp_path, remote, clock)
-    bad = plant(remote, [b".gitmem.yaml"], FILE, b"reflect: 5\ntiers: nope\n")
+    bad = plant(remote, [b".gitmem.yaml"], FILE, b"- not\n- a mapping\n")
     head = b.head
     with pytest.raises(SyncError) as caught:
         b.sync()
     assert caught.value.code == "invalid_remote_config" and b.head == head
     assert bad.decode() not in _all_commits(b.root)
+    a.close()
+    b.close()
+
+
+HOSTILE_CONFIGS = {
+    "overflowing_int": (b"memory_index_lines: 99999999999999999999999\n", "memory_index_lines"),
+    "infinite_float": (b"reflect:\n  promote_min_retrievals: .inf\n", "reflect.promote_min_retrievals"),
+    "nul_in_author": (b'author: {name: "a\\0b", email: a@b}\n', "author.name"),
+    "wrong_shapes": (b"reflect: 5\ntiers: nope\n", "tiers"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_CONFIGS))
+def test_bad_config_values_from_a_remote_are_held_back_and_reported(tmp_path: Path, remote: Path,
+                                                                    clock: FakeClock, kind: str) -> None:
+    data, key = HOSTILE_CONFIGS[kind]
+    a, b = _setup(tmp_path, remote, clock)
+    plant(remote, [b".gitmem.yaml"], FILE, data)
+    report = b.sync()
+    assert report.action == "fast_forward"
+    assert any(key in w and "held back" in w for w in report.warnings), report.warnings
+    assert b.config.memory_index_lines == 200 and b.config.author.name == "gitmem"
+    assert b.config.lifecycle.promote_min_retrievals == 3 and key in " ".join(b.config.problems)
+    # The vault keeps working: writes, reflect, another sync, doctor (which names the value).
+    b.add("After the bad config", "Still writing.\n")
+    b.reflect()
+    assert b.sync().pushed
+    found = {f.check: f for f in b.doctor()}
+    assert not found["config"].ok and found["fsck"].ok
+    fsck = subprocess.run(["git", "fsck", "--strict", "--full"], cwd=b.root, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     a.close()
     b.close()
 
@@ -475,5 +520,84 @@ def test_a_failing_catch_up_after_the_commit_is_reported_not_raised(
     assert report.warnings and "hostile frontmatter" in report.warnings[0]
     monkeypatch.undo()
     assert "Arrives" in {m.title for m in b.list()}   # the catalog catches up on the next read
+    a.close()
+    b.close()
+
+
+# ------------------------------------------------------------ identity
+def test_a_remote_holding_another_vault_is_refused(tmp_path: Path, remote: Path, clock: FakeClock) -> None:
+    a, b = _setup(tmp_path, remote, clock)
+    other = Vault.init(tmp_path / "other", author="agent-o", clock=clock)
+    other.add("Someone else's memory", "From an unrelated vault.\n")
+    other.flush()
+    stranger = tmp_path / "stranger.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(stranger))
+    git(other.root, "push", "-q", str(stranger), "HEAD:refs/heads/main")
+    stranger_tip = git(stranger, "rev-parse", "main").strip()
+    b.add_remote("elsewhere", str(stranger))
+    head, state = b.head, _state(b.root)
+    with pytest.raises(SyncError) as caught:
+        b.sync("elsewhere")
+    assert caught.value.code == "unrelated_history"
+    assert b.head == head and _state(b.root) == state
+    assert git(stranger, "rev-parse", "main").strip() == stranger_tip   # nothing pushed there either
+    assert "Someone else's memory" not in {m.title for m in b.list()}
+    fsck = subprocess.run(["git", "fsck", "--full"], cwd=b.root, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+    # An empty remote is a first push, not another vault.
+    empty = tmp_path / "empty.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(empty))
+    b.add_remote("fresh", str(empty))
+    assert b.sync("fresh").pushed and git(empty, "rev-parse", "main").strip() == b.head
+    for v in (a, b, other):
+        v.close()
+
+
+def test_two_checkouts_at_different_paths_sync_as_one_vault(tmp_path: Path, remote: Path,
+                                                            clock: FakeClock) -> None:
+    a, b = _setup(tmp_path, remote, clock)
+    moved = tmp_path / "elsewhere" / "same-vault"
+    moved.parent.mkdir()
+    git(tmp_path, "clone", "-q", str(remote), str(moved))   # another folder, plain git
+    with Vault.open(moved, author="agent-m", clock=clock) as m:
+        m.add("From the second checkout", "Written at another path.\n")
+        assert m.sync().pushed
+    a.add("From a", "Written in a.\n")
+    assert a.sync().action == "merge"
+    assert b.sync().action == "fast_forward"
+    assert {x.title for x in b.list()} == {"Shared fact", "From the second checkout", "From a"}
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("kind", ["dotgit", "dotdot", "dotgit_upper", "slash_in_name"])
+def test_doctor_repair_removes_objects_an_older_refused_sync_left(tmp_path: Path, remote: Path,
+                                                                  clock: FakeClock, kind: str) -> None:
+    """Before the quarantine, a refused sync kept what it fetched: fsck failed from then on."""
+    a, b = _setup(tmp_path, remote, clock)
+    bad = plant(remote, *BAD_ENTRIES[kind])
+    b.add("Local only", "Kept through the repair.\n")
+    b.flush()
+    source, target = Repo(str(remote)), Repo(str(b.root))
+    try:   # what the older fetch did: every object of the remote into the vault's store
+        for sha in source.object_store:
+            if sha not in target.object_store:
+                target.object_store.add_object(source.object_store[sha])
+    finally:
+        source.close()
+        target.close()
+    head = b.head
+    fsck = subprocess.run(["git", "fsck", "--full"], cwd=b.root, capture_output=True, text=True)
+    assert bad.decode() not in fsck.stderr and " in tree " in fsck.stderr   # the bad tree, unreachable
+    found = {f.check: f for f in b.doctor()}
+    assert not found["fsck"].ok
+    repaired = {f.check: f for f in b.doctor(repair=True)}
+    assert repaired["fsck"].ok and repaired["fsck"].repaired
+    _no_objects_kept(b.root, bad)
+    assert b.head == head and "Local only" in {m.title for m in b.list()}
+    assert git(b.root, "status", "--porcelain") == ""
+    with pytest.raises(UnsafeRemoteTree):
+        b.sync()
+    _no_objects_kept(b.root, bad)
     a.close()
     b.close()

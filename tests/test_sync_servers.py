@@ -8,19 +8,25 @@
 
 Each case clones, syncs both ways between two clones, and checks with the
 git CLI; a push the server refuses because the branch moved is retried; wrong
-credentials give ``auth_failed`` with nothing changed.
+credentials give ``auth_failed`` with nothing changed; over ssh two clones
+push at once.  Servers that misbehave (a connection cut mid-pack, slow
+answers, a pre-receive hook that refuses, a pack the server cannot store)
+lose nothing locally, give a clear code, and the next sync succeeds.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import pwd
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -234,17 +240,47 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _processes(match: Callable[[int, int, str], bool]) -> list[int]:
+    """Ids of running processes whose (session id, parent id, name) ``match`` says yes to."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z" and match(int(fields[3]), int(fields[1]), name):
+            found.append(int(entry.name))
+    return found
+
+
+def _ssh_children() -> list[int]:
+    """ssh clients this test process started that still run (a leak)."""
+    me = os.getpid()
+    return _processes(lambda session, parent, name: parent == me and name == "ssh")
+
+
 @pytest.fixture
-def ssh_server(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
-    """(ssh URL prefix, bare repository, GIT_SSH_COMMAND): a throw-away sshd on 127.0.0.1."""
+def ssh_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+    """(ssh URL prefix, bare repository, key folder): a throw-away sshd on 127.0.0.1.
+
+    Its host key and the user's key are made for the test; the key folder holds
+    ``client`` (authorized) and ``stranger`` (not).  At the end sshd and every
+    session it started are stopped, and none may be left, nor any ssh client."""
     sshd, keygen = shutil.which("sshd") or "/usr/sbin/sshd", shutil.which("ssh-keygen")
     if not os.access(sshd, os.X_OK) or keygen is None or shutil.which("ssh") is None:
         pytest.skip("sshd (openssh-server) is not installed: no local ssh server to sync with")
-    if os.geteuid() != 0:
-        pytest.skip("sshd here needs root to switch to the logged-in user")
+    if os.geteuid() == 0:
+        # sshd checks its privilege separation folder even for one local user; packages create
+        # it at boot (tmpfiles), which a container never runs.  (Not root: sshd serves only the
+        # current user, and says so below if it cannot start.)
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     keys = tmp_path / "ssh"
     keys.mkdir(mode=0o700)
-    for name in ("host", "client"):
+    for name in ("host", "client", "stranger"):
         subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)], check=True)
     (keys / "authorized_keys").write_text((keys / "client.pub").read_text())
     (keys / "authorized_keys").chmod(0o600)
@@ -256,8 +292,9 @@ def ssh_server(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
         f"SetEnv PATH={os.environ.get('PATH', '/usr/bin:/bin')}\n")
+    # Its own session: sshd and the processes it forks per connection are stopped together.
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -272,33 +309,175 @@ def ssh_server(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
                 time.sleep(0.05)
         bare = tmp_path / "ssh-remote.git"
         git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
-        user = os.environ.get("USER") or "root"
-        command = (f"ssh -i {keys / 'client'} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
-                   f"-o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR")
-        yield f"ssh://{user}@127.0.0.1:{port}", bare, command
+        user = pwd.getpwuid(os.geteuid()).pw_name   # the account sshd runs as and serves
+        yield f"ssh://{user}@127.0.0.1:{port}", bare, keys
     finally:
-        proc.terminate()
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
         proc.communicate(timeout=10)
+        session = proc.pid
+        deadline = time.monotonic() + 10
+        while _processes(lambda sid, parent, name: sid == session) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert _processes(lambda sid, parent, name: sid == session) == [], "sshd sessions left running"
+    assert _ssh_children() == [], "ssh clients left running"
 
 
-def test_ssh_clone_and_sync_both_ways(ssh_server: tuple[str, Path, str], tmp_path: Path,
-                                      clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    prefix, bare, command = ssh_server
+def _ssh_command(keys: Path, key: str = "client") -> str:
+    """What a user puts in GIT_SSH_COMMAND for a key and a host gitmem has not seen."""
+    return (f"ssh -i {keys / key} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
+            f"-o UserKnownHostsFile={keys / 'known_hosts'} -o BatchMode=yes -o LogLevel=ERROR")
+
+
+@pytest.mark.slow
+def test_ssh_clone_sync_race_and_wrong_key(ssh_server: tuple[str, Path, Path], tmp_path: Path,
+                                           clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix, bare, keys = ssh_server
     url = f"{prefix}{bare}"
-    monkeypatch.setenv("GIT_SSH_COMMAND", command)
-    a, report = _seeded(tmp_path, url, clock, "First memory, over ssh.", ["core.sshCommand", command])
-    assert report.pushed
+    monkeypatch.setenv("GIT_SSH_COMMAND", _ssh_command(keys))   # the environment alone, as for git
+    a, report = _seeded(tmp_path, url, clock, "First memory, over ssh.")
+    assert report.pushed and git(bare, "rev-parse", "main").strip() == a.head
     b = Vault.clone(url, tmp_path / "b", author="agent-b", clock=clock)
-    git(b.root, "config", "core.sshCommand", command)
+    assert _titles(b) == {"Seed"}
     _sync_both_ways(bare, a, b, clock)
-    # The wrong key: a clear auth_failed, nothing changed.
-    git(a.root, "config", "core.sshCommand", command.replace(str(Path(command.split()[2])), str(tmp_path / "nokey")))
-    a.add("Local", "x")
+
+    # A race: both push at once; one wins, the other integrates and pushes on retry.
+    a.add("Racing a", "written in a")
+    b.add("Racing b", "written in b")
+    start = threading.Barrier(2)
+    results: dict[str, object] = {}
+
+    def run(name: str, vault: Vault) -> None:
+        start.wait()
+        try:
+            results[name] = vault.sync()
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            results[name] = exc
+
+    threads = [threading.Thread(target=run, args=(n, v)) for n, v in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(getattr(r, "pushed", False) for r in results.values()), results
+    # One won the race; the other merged what the winner pushed and pushed on retry.
+    assert sorted(getattr(r, "action", "") for r in results.values()) == ["merge", "pushed"], results
+    a.sync()
+    b.sync()
+    _same(bare, a, b)
+    assert _titles(a) == _titles(b) >= {"Racing a", "Racing b", "From a over http", "From b over http"}
+
+    # The wrong key: a clear auth_failed, nothing changed here or there.
+    monkeypatch.setenv("GIT_SSH_COMMAND", _ssh_command(keys, "stranger"))
+    a.add("Local", "not pushed")
     a.flush()
-    before = snapshot(a.root)
+    before, refs = snapshot(a.root), git(a.root, "for-each-ref")
+    remote_tip = git(bare, "rev-parse", "main").strip()
     with pytest.raises(SyncError) as info:
         a.sync()
     assert info.value.code == "auth_failed", info.value.to_dict()
-    assert snapshot(a.root) == before
+    assert snapshot(a.root) == before and git(a.root, "for-each-ref") == refs
+    assert git(bare, "rev-parse", "main").strip() == remote_tip
+    with pytest.raises(SyncError) as info:
+        Vault.clone(url, tmp_path / "c", author="agent-c", clock=clock)
+    assert info.value.code == "auth_failed" and not (tmp_path / "c").exists()
+    assert _ssh_children() == []
+    monkeypatch.setenv("GIT_SSH_COMMAND", _ssh_command(keys))
+    assert a.sync().pushed
     a.close()
     b.close()
+
+
+# ------------------------------------------------------- servers that misbehave
+@pytest.fixture
+def pair(served: tuple[GitHttpServer, Path], tmp_path: Path, clock: FakeClock,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[GitHttpServer, Path, Vault, Vault]]:
+    """Two clones of one vault served over smart HTTP; b has a commit the server lacks."""
+    server, bare = served
+    monkeypatch.setenv("GITMEM_GIT_USERNAME", USER)
+    monkeypatch.setenv("GITMEM_GIT_PASSWORD", PASSWORD)
+    a, _ = _seeded(tmp_path, server.url("vault.git"), clock, "First memory.")
+    b = Vault.clone(server.url("vault.git"), tmp_path / "b", author="agent-b", clock=clock)
+    a.add("On the server", "pushed by a")
+    a.sync()
+    b.add("Only in b", "not pushed yet")
+    b.flush()
+    yield server, bare, a, b
+    a.close()
+    b.close()
+
+
+def _unchanged(vault: Vault, before: dict[str, bytes], refs: str) -> None:
+    assert snapshot(vault.root) == before and git(vault.root, "for-each-ref") == refs
+    fsck = subprocess.run(["git", "fsck", "--full"], cwd=vault.root, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def test_a_connection_dropped_mid_pack_loses_nothing(pair: tuple[GitHttpServer, Path, Vault, Vault]) -> None:
+    server, bare, a, b = pair
+    before, refs = snapshot(b.root), git(b.root, "for-each-ref")
+    server.misbehave(fault="drop")
+    with pytest.raises(SyncError) as info:
+        b.sync()
+    assert server.dropped == 1
+    assert info.value.code in ("remote_unreachable", "sync_error"), info.value.to_dict()
+    _unchanged(b, before, refs)
+    report = b.sync()   # the server is healthy again
+    assert report.pushed and _titles(b) == {"Seed", "On the server", "Only in b"}
+    a.sync()
+    _same(bare, a, b)
+
+
+def test_a_slow_server_is_waited_for(pair: tuple[GitHttpServer, Path, Vault, Vault]) -> None:
+    server, bare, a, b = pair
+    server.misbehave(delay=0.3)
+    report = b.sync()
+    assert report.pushed and report.duration_ms >= 300
+    a.sync()
+    _same(bare, a, b)
+
+
+@pytest.mark.parametrize("message", ["protected branch: pushes are reviewed",
+                                     "fatal: write error: No space left on device"])
+def test_a_push_refused_by_a_server_hook_keeps_everything(pair: tuple[GitHttpServer, Path, Vault, Vault],
+                                                          message: str) -> None:
+    """A pre-receive hook that refuses (branch protection), or a server out of disk."""
+    server, bare, a, b = pair
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\ncat >/dev/null\necho '{message}' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    remote_tip = git(bare, "rev-parse", "main").strip()
+    with pytest.raises(SyncError) as info:
+        b.sync()
+    assert info.value.code == "push_rejected", info.value.to_dict()
+    assert message in info.value.message          # the server's reason, shown to the user
+    assert "kept here" in (info.value.hint or "")
+    assert git(bare, "rev-parse", "main").strip() == remote_tip
+    # What arrived was merged and committed here; b's own memory is kept, nothing is lost.
+    assert _titles(b) == {"Seed", "On the server", "Only in b"}
+    hook.unlink()   # the server is healthy again
+    assert b.sync().pushed
+    a.sync()
+    _same(bare, a, b)
+    assert _titles(a) == {"Seed", "On the server", "Only in b"}
+
+
+def test_a_push_the_server_cannot_store_keeps_everything(pair: tuple[GitHttpServer, Path, Vault, Vault]) -> None:
+    """The server fails to take the pack itself (here its size limit; a full disk fails the same way)."""
+    server, bare, a, b = pair
+    git(bare, "config", "receive.maxInputSize", "64")
+    remote_tip = git(bare, "rev-parse", "main").strip()
+    with pytest.raises(SyncError) as info:
+        b.sync()
+    assert info.value.code == "push_rejected", info.value.to_dict()
+    assert "could not store the push" in info.value.message
+    assert git(bare, "rev-parse", "main").strip() == remote_tip
+    assert _titles(b) == {"Seed", "On the server", "Only in b"}
+    fsck = subprocess.run(["git", "fsck", "--full"], cwd=b.root, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+    git(bare, "config", "--unset", "receive.maxInputSize")   # healthy again
+    assert b.sync().pushed
+    a.sync()
+    _same(bare, a, b)

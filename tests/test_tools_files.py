@@ -76,7 +76,7 @@ def test_files_huge_content_and_protected_memory(files: Toolbox, vault: Vault) -
         "content_too_large"
     assert snapshot(vault.root) == before
     rule = vault.add("Never deploy on Fridays", "Rule.", type="rule", tier="long_term")
-    rel = vault.view_path(rule.path)
+    rel = vault.files.view_path(rule.path)
     before = snapshot(vault.root)
     assert files.call("memory_write", {"path": rel, "content": "deploy whenever"})["error"]["code"] == "protected"
     assert snapshot(vault.root) == before
@@ -217,7 +217,7 @@ def test_claude_error_texts(claude: Toolbox, vault: Vault) -> None:
 
 def test_claude_protected_and_huge(claude: Toolbox, vault: Vault) -> None:
     goal = vault.add("Learn Rust", "Goal.", type="goal", tier="long_term")
-    path = "/memories/" + vault.view_path(goal.path)
+    path = "/memories/" + vault.files.view_path(goal.path)
     before = snapshot(vault.root)
     assert run(claude, command="delete", path=path).startswith("ERROR: ")
     assert run(claude, command="str_replace", path=path, old_str="Goal.", new_str="Nope.").startswith("ERROR: ")
@@ -232,32 +232,33 @@ def test_claude_protected_and_huge(claude: Toolbox, vault: Vault) -> None:
 # ------------------------------------------------------------- the raw-file API
 def test_rawfile_methods_guard_their_contracts(vault: Vault) -> None:
     from gitmem import Conflict, InvalidPath, NotFound
-    done = vault.write_text("long_term/notes/a.md", "one\n", exists=False, author="raw")
+    done = vault.files.write_text("long_term/notes/a.md", "one\n", exists=False, author="raw")
     assert done.created and done.commit and done.paths == ["long_term/notes/a.md"]
     before = snapshot(vault.root)
     with pytest.raises(Conflict):
-        vault.write_text("long_term/notes/a.md", "two\n", exists=False)
+        vault.files.write_text("long_term/notes/a.md", "two\n", exists=False)
     with pytest.raises(NotFound):
-        vault.write_text("long_term/notes/b.md", "two\n", exists=True)
+        vault.files.write_text("long_term/notes/b.md", "two\n", exists=True)
     with pytest.raises(Conflict):  # an edit computed from stale text never lands
-        vault.write_text("long_term/notes/a.md", "two\n", if_match="zero\n")
+        vault.files.write_text("long_term/notes/a.md", "two\n", if_match="zero\n")
     with pytest.raises(InvalidPath):
-        vault.write_text("notes/a.md", "x")  # not inside a tier folder
+        vault.files.write_text("notes/a.md", "x")  # not inside a tier folder
     with pytest.raises(InvalidPath):
-        vault.write_text("long_term/.gitkeep", "x")
+        vault.files.write_text("long_term/.gitkeep", "x")
     with pytest.raises(Conflict):
-        vault.write_text("long_term/notes/a.md/c.md", "x")  # a file is in the way
+        vault.files.write_text("long_term/notes/a.md/c.md", "x")  # a file is in the way
     with pytest.raises(InvalidPath):
-        vault.remove_path("long_term")
+        vault.files.remove_path("long_term")
     with pytest.raises(InvalidPath):
-        vault.rename_path("long_term/notes", "long_term/notes/sub")
+        vault.files.rename_path("long_term/notes", "long_term/notes/sub")
     with pytest.raises(InvalidPath):
-        vault.rename_path("long_term/notes/a.md", "long_term/notes/a.md")
+        vault.files.rename_path("long_term/notes/a.md", "long_term/notes/a.md")
     assert snapshot(vault.root) == before
-    assert vault.write_text("long_term/notes/a.md", "one\n").commit is None  # same text: no commit
-    broken = vault.write_text("long_term/broken.md", "---\ntitle: [unclosed\n---\nbody\n")
+    assert vault.files.write_text("long_term/notes/a.md", "one\n").commit is None  # same text: no commit
+    broken = vault.files.write_text("long_term/broken.md", "---\ntitle: [unclosed\n---\nbody\n")
     assert broken.problems and (vault.root / "long_term/broken.md").read_text().startswith("---\ntitle: [")
-    moved = vault.rename_path("long_term/notes", "mid_term/notes")
-    assert moved.paths == ["mid_term/notes/a.md"] and vault.read_text("mid_term/notes/a.md") == "one\n"
-    assert vault.file_path("x/y.md") == "long_term/x/y.md" and vault.view_path("long_term/x/y.md") == "x/y.md"
-    assert vault.file_path("short_term/y.md") == "short_term/y.md"
+    moved = vault.files.rename_path("long_term/notes", "mid_term/notes")
+    assert moved.paths == ["mid_term/notes/a.md"] and vault.files.read_text("mid_term/notes/a.md") == "one\n"
+    assert vault.files.file_path("x/y.md") == "long_term/x/y.md"
+    assert vault.files.view_path("long_term/x/y.md") == "x/y.md"
+    assert vault.files.file_path("short_term/y.md") == "short_term/y.md"

@@ -169,7 +169,7 @@ def test_claude_view_shows_tiers_and_slugs_not_hash_folders(claude: Toolbox, vau
     assert run(claude, command="view", path="/memories/archive/old-idea.md") == \
         "ERROR: The path /memories/archive/old-idea.md does not exist. Please provide a valid path."
     # The real (hash-folder) spelling still names the same file.
-    assert "Tests green." in run(claude, command="view", path="/memories/" + vault.view_path(deploy.path))
+    assert "Tests green." in run(claude, command="view", path="/memories/" + vault.files.view_path(deploy.path))
 
 
 def test_claude_commands_map_shown_paths_to_the_real_files(claude: Toolbox, vault: Vault) -> None:
@@ -211,7 +211,7 @@ def test_claude_commands_map_shown_paths_to_the_real_files(claude: Toolbox, vaul
 def test_claude_projection_never_hides_or_doubles_a_file(claude: Toolbox, vault: Vault) -> None:
     """A file of the agent's at the spot a memory would show wins; the memory keeps its real path."""
     memory = vault.add("Dup", "From gitmem.\n", tier="short_term")
-    vault.write_text("short_term/dup.md", "From the agent.\n", author="someone")
+    vault.files.write_text("short_term/dup.md", "From the agent.\n", author="someone")
     view = run(claude, command="view", path="/memories/short_term")
     hash_folder = memory.path.split("/")[1]
     assert sorted(listed(view)) == sorted(["/memories/short_term/dup.md", f"/memories/short_term/{hash_folder}/",

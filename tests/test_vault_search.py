@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from gitmem import Vault
 from gitmem.cli.main import cli
 from gitmem.errors import GitmemError
-from gitmem.search.index import SearchIndex
+from gitmem.search.whoosh import SearchIndex
 
 from .conftest import assert_clean, git
 
@@ -66,7 +66,7 @@ def test_catch_up_on_open_reindexes_only_what_changed(tmp_path: Path) -> None:
     git(root, "add", "-A")
     git(root, "commit", "-qm", "edits from the shell")
     with Vault.open(root) as v:
-        index = v.index
+        index = v.services.searcher.index
         report_paths = set(index.indexed())
         assert "short_term/new-note.md" in report_paths
         assert gone.relative_to(root).as_posix() not in report_paths
@@ -116,7 +116,7 @@ def test_doctor_reports_and_repairs(sample_vault: Vault) -> None:
     (v.root / "mid_term" / ".x.md.gitmem-tmp-9").write_text("half")
     wrong = v.root / "mid_term" / "wrong-tier.md"
     wrong.write_text("---\ntitle: Wrong\ntier: long_term\ntype: note\n---\nx\n")
-    SearchIndex(v.state_dir / "index").delete([v.get("maya-lindqvist-core-profile").path])
+    SearchIndex(v.services.store.state_dir / "index").delete([v.get("maya-lindqvist-core-profile").path])
     findings = {f.check: f for f in v.doctor()}
     assert not findings["frontmatter"].ok and findings["frontmatter"].paths == ["short_term/broken.md"]
     assert "line 3" in findings["frontmatter"].details["short_term/broken.md"]

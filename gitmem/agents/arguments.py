@@ -79,7 +79,8 @@ class Arguments:
             else:
                 fields[param.name] = NotRequired[_without_none(hint) if param.default is None else hint]
         # The arguments object: strict, unknown keys refused (as every object inside it).
-        shape: Any = with_config(OBJECT)(TypedDict(f"{handler.__name__}_arguments", fields,  # type: ignore[misc,operator]
+        # (typing's stubs do not let TypedDict be called with a name and fields built at run time)
+        shape: Any = with_config(OBJECT)(TypedDict(f"{handler.__name__}_arguments", fields,  # type: ignore[operator]
                                                    total=False))
         self._adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(shape)
         self.schema: dict[str, Any] = _clean(self._adapter.json_schema())
@@ -106,7 +107,8 @@ def _without_none(hint: Any) -> Any:
         rest = [arg for arg in typing.get_args(hint) if arg is not type(None)]
         if len(rest) == 1:
             return rest[0]
-        return Union[tuple(rest)]
+        # A union built at run time from a list has no `X | Y` spelling.
+        return Union[tuple(rest)]  # noqa: UP007
     return hint
 
 
@@ -165,10 +167,10 @@ def _without_surrogates(value: Any) -> Any:
         return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
     if isinstance(value, list):
         items = [_without_surrogates(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if isinstance(value, dict):
         pairs = [(_without_surrogates(k), _without_surrogates(v)) for k, v in value.items()]
-        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items()))
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True))
         return value if same else dict(pairs)
     return value
 
@@ -179,7 +181,8 @@ def _originals(checked: Any, given: Any) -> Any:
     if isinstance(checked, str) and isinstance(given, str):
         return given
     if isinstance(checked, list) and isinstance(given, list):
-        return [_originals(c, g) for c, g in zip(checked, given)]
+        # Validation keeps a list's length; not strict, so an odd shape is never a crash here.
+        return [_originals(c, g) for c, g in zip(checked, given, strict=False)]
     if isinstance(checked, dict) and isinstance(given, dict):
         keys = {_without_surrogates(k): k for k in given}
         return {keys.get(k, k): _originals(v, given.get(keys.get(k, k))) for k, v in checked.items()}

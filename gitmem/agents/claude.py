@@ -113,8 +113,8 @@ def _rel(ctx: ToolContext, path: str) -> str:
     if not inner:
         return ""
     try:
-        rel = ctx.vault.readable_path(inner)  # a shown spelling -> the real file
-        ctx.vault.file_kind(rel)  # the path gate: a symbolic link on the way is refused
+        rel = ctx.vault.files.readable_path(inner)  # a shown spelling -> the real file
+        ctx.vault.files.file_kind(rel)  # the path gate: a symbolic link on the way is refused
     except InvalidPath as exc:
         if ".." in exc.message or "outside" in exc.message or "absolute" in exc.message:
             raise ToolFailure("invalid_path", f"Path {path} would escape /memories directory",
@@ -131,7 +131,7 @@ def _missing(path: str) -> ToolFailure:
 def _kind(ctx: ToolContext, rel: str) -> str | None:
     """"file", "dir" or None for a vault path ("" = the view root)."""
     try:
-        kind = ctx.vault.file_kind(rel or ctx.vault.files_tier)
+        kind = ctx.vault.files.file_kind(rel or ctx.vault.files.files_tier)
     except InvalidPath as exc:
         raise ToolFailure("invalid_path", exc.message, exc.hint) from None
     return {"file": "file", "folder": "dir"}.get(kind or "")
@@ -172,16 +172,16 @@ def _view(ctx: ToolContext, path: str, view_range: list[int] | None) -> str:
 def _view_dir(ctx: ToolContext, path: str, rel: str) -> str:
     vault = ctx.vault
     # The folder spelled in the readable view ("" = its root, the files tier folder).
-    base = "" if rel in ("", vault.files_tier) else vault.view_path(rel)
+    base = "" if rel in ("", vault.files.files_tier) else vault.files.view_path(rel)
     children: dict[str, set[str]] = {}
     sizes: dict[str, int] = {}
-    for entry in vault.readable_files(rel or None):
+    for entry in vault.files.readable_files(rel or None):
         if base and not entry.view.startswith(base + "/"):
             continue
         parts = (entry.view[len(base) + 1:] if base else entry.view).split("/")
         for depth in range(len(parts)):
             children.setdefault("/".join(parts[:depth]), set()).add("/".join(parts[:depth + 1]))
-        sizes["/".join(parts)] = vault.file_size(entry.path)
+        sizes["/".join(parts)] = vault.files.file_size(entry.path)
     lines = [f"{_size(_dir_size(ctx, base))}\t{path}"]
 
     def walk(parent: str, depth: int) -> None:
@@ -203,14 +203,14 @@ def _dir_size(ctx: ToolContext, view: str) -> int:
     """The size the file system reports for a folder of the file view ("" = the root)."""
     vault = ctx.vault
     try:
-        return vault.file_size(vault.file_path(view))
+        return vault.files.file_size(vault.files.file_path(view))
     except InvalidPath:
         return 0
 
 
 def _read(ctx: ToolContext, path: str, rel: str) -> str:
     try:
-        return ctx.vault.read_text(rel)
+        return ctx.vault.files.read_text(rel)
     except NotFound:
         raise ToolFailure("not_found", f"The file {path} no longer exists (may have been deleted or "
                                        "renamed concurrently).") from None
@@ -222,7 +222,7 @@ def _create(ctx: ToolContext, path: str, text: str) -> str:
     if not rel or _kind(ctx, rel) is not None or rel in ctx.vault.config.tiers:
         raise ToolFailure("conflict", f"File {path} already exists",
                           "Use str_replace or insert to change it, or pick a new name.")
-    ctx.vault.write_text(rel, text, exists=False, author=ctx.author, subject=f"create: {rel}")
+    ctx.vault.files.write_text(rel, text, exists=False, author=ctx.author, subject=f"create: {rel}")
     return f"File created successfully at: {path}"
 
 
@@ -252,7 +252,7 @@ def _str_replace(ctx: ToolContext, path: str, old: str, new: str) -> str:
                                              "it is unique", "Include more surrounding text in old_str.")
     at = content[:content.find(old)].count("\n")
     updated = content.replace(old, new, 1)
-    ctx.vault.write_text(rel, updated, exists=True, if_match=content, author=ctx.author,
+    ctx.vault.files.write_text(rel, updated, exists=True, if_match=content, author=ctx.author,
                          subject=f"edit: {rel}")
     new_lines = updated.split("\n")
     first, last = max(0, at - 2), min(len(new_lines), at + 3 + new.count("\n"))
@@ -271,7 +271,7 @@ def _insert(ctx: ToolContext, path: str, line: int, text: str) -> str:
     updated = "\n".join(lines)
     if not updated.endswith("\n"):
         updated += "\n"
-    ctx.vault.write_text(rel, updated, exists=True, if_match=content, author=ctx.author,
+    ctx.vault.files.write_text(rel, updated, exists=True, if_match=content, author=ctx.author,
                          subject=f"edit: {rel}")
     return f"The file {path} has been edited."
 
@@ -282,7 +282,7 @@ def _delete(ctx: ToolContext, path: str) -> str:
         raise ToolFailure("invalid_path", "Cannot delete the /memories directory itself")
     if _kind(ctx, rel) is None:
         raise ToolFailure("not_found", f"The path {path} does not exist")
-    ctx.vault.remove_path(rel, author=ctx.author)
+    ctx.vault.files.remove_path(rel, author=ctx.author)
     return f"Successfully deleted {path}"
 
 
@@ -293,5 +293,5 @@ def _rename(ctx: ToolContext, old_path: str, new_path: str) -> str:
                           "Pick a new name; rename never overwrites.")
     if not src or _kind(ctx, src) is None:
         raise ToolFailure("not_found", f"The path {old_path} does not exist")
-    ctx.vault.rename_path(src, dst, author=ctx.author)
+    ctx.vault.files.rename_path(src, dst, author=ctx.author)
     return f"Successfully renamed {old_path} to {new_path}"

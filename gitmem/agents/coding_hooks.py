@@ -364,9 +364,9 @@ def _apply(plan: _Planned, *, keep_backup: bool = False) -> FileResult:
     if plan.after is None:
         if plan.text is None:
             return FileResult(path, "absent")
-        backup = _backup(path, keep_backup)
+        saved = _backup(path, keep_backup)
         path.unlink()
-        return FileResult(path, "removed", backup)
+        return FileResult(path, "removed", saved)
     if plan.text is not None and plan.after == plan.before:
         return FileResult(path, "unchanged")
     text = _render(plan.after, plan.text)
@@ -458,7 +458,7 @@ def install(agent: str, vault: Vault | str | os.PathLike[str], *, scope: str = "
         raise InvalidInput("max_chars must be an integer >= 500")
     if not mcp_name or not isinstance(mcp_name, str):
         raise InvalidInput("the MCP server name is empty")
-    root = Path(getattr(vault, "root", vault)).expanduser().absolute()
+    root = Path(vault if isinstance(vault, (str, os.PathLike)) else vault.root).expanduser().absolute()
     paths = config_paths(agent, scope, project)
     settings = _load(paths["settings"])
     commands = {spec.events[verb]: hook_command(agent, verb, root, max_chars=max_chars,
@@ -477,7 +477,7 @@ def install(agent: str, vault: Vault | str | os.PathLike[str], *, scope: str = "
     had = [remove_hooks(settings.before, agent, settings.path)[1]]
     if mcp:
         had.append(remove_mcp(plans[1].before, mcp_name, plans[1].path)[1])
-    report = InstallReport(agent, scope, str(root), [_apply(p, keep_backup=k) for p, k in zip(plans, had)],
+    report = InstallReport(agent, scope, str(root), [_apply(p, keep_backup=k) for p, k in zip(plans, had, strict=True)],
                            list(commands), mcp_name if mcp else None)
     if max_chars > 10_000:
         report.notes.append(f"{spec.display} shows at most 10,000 characters of session-start "
@@ -525,8 +525,8 @@ def status(agent: str, *, project: str | os.PathLike[str] | None = None,
                                "mcp_file": str(paths["mcp"]), "hooks": {}, "mcp": None, "errors": []}
         try:
             data = _load(paths["settings"]).before
-            hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
-            for event, groups in hooks.items():
+            hooks = data.get("hooks")
+            for event, groups in (hooks if isinstance(hooks, dict) else {}).items():
                 for group in groups if isinstance(groups, list) else []:
                     handlers = group.get("hooks") if isinstance(group, dict) else None
                     for handler in handlers if isinstance(handlers, list) else []:
@@ -567,7 +567,7 @@ def session_context(vault: Vault, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     protected = vault.protected_context().markdown
     protected = _clip(protected, max(0, max_chars - len(header)), "protected context")
     text = header + protected
-    index = vault.memory_md_text()
+    index = vault.files.memory_md_text()
     room = max_chars - len(text) - 2
     if index and index.strip() and room > 200:
         text += "\n" + _clip(index.strip() + "\n", room, "MEMORY.md")
@@ -616,7 +616,9 @@ def transcript_turns(path: str | os.PathLike[str], *, max_turns: int = NOTE_TURN
         if not isinstance(entry, dict) or entry.get("isMeta") or entry.get("isSidechain"):
             continue
         message = entry.get("message")
-        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
         if entry.get("type") not in ("user", "assistant") or role not in ("user", "assistant"):
             continue
         text = _text_of(message.get("content")).strip()
@@ -695,7 +697,7 @@ def spool_session_note(vault: Vault, payload: Mapping[str, Any], turns: list[tup
     the file."""
     from ..search.state import write_json_atomic
     session = _session_of(payload)
-    folder = vault.state_dir / SPOOL_DIR
+    folder = vault.services.store.state_dir / SPOOL_DIR
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{agent}-{hashlib.sha256(session.encode('utf-8')).hexdigest()[:16]}.json"
     kept = {k: payload[k] for k in ("session_id", "cwd") if isinstance(payload.get(k), str)}
@@ -706,7 +708,7 @@ def spool_session_note(vault: Vault, payload: Mapping[str, Any], turns: list[tup
 
 def spooled_notes(vault: Vault) -> list[Path]:
     """The session notes waiting to be committed, oldest first."""
-    folder = vault.state_dir / SPOOL_DIR
+    folder = vault.services.store.state_dir / SPOOL_DIR
     try:
         files = [f for f in folder.iterdir() if f.suffix == ".json" and not f.name.startswith(".")]
     except OSError:
@@ -806,7 +808,7 @@ def _save_note(vault: Vault, payload: Mapping[str, Any], *, agent: str, verb: st
         return "gitmem: no user or assistant text in the transcript; nothing saved\n"
     file = spool_session_note(vault, payload, turns, agent=agent, verb=verb, author=author)
     try:
-        with vault.lock.hold():
+        with vault.services.store.lock.hold():
             done = commit_spooled_notes(vault)
     except LockTimeout:
         return (f"gitmem: the vault stayed busy; the session note is kept in {file} and the next "

@@ -57,17 +57,17 @@ def files_read(ctx: ToolContext,
     file's full text exactly as stored. Read-only."""
     vault = ctx.vault
     if path is None or not path.strip():
-        return "\n".join(vault.view_path(p) for p in vault.list_files())
+        return "\n".join(vault.files.view_path(p) for p in vault.files.list_files())
     if _is_memory_md(vault, path):
         return _index_text(ctx)  # the generated index, which lives at the vault root
-    return vault.read_text(vault.file_path(path))
+    return vault.files.read_text(vault.files.file_path(path))
 
 
 def _is_memory_md(vault: Vault, path: str) -> bool:
     """True for a path naming MEMORY.md directly in a tier folder (``MEMORY.md``,
     ``long_term/MEMORY.md``, any letter case): the spellings an agent uses for the
     generated index.  A MEMORY.md deeper in a folder of the agent's is an ordinary file."""
-    return vault.names_memory_md(vault.file_path(path))
+    return vault.files.names_memory_md(vault.files.file_path(path))
 
 
 @tool("files", "memory_write", destructive=True, idempotent=True, title="Write memory file")
@@ -79,7 +79,7 @@ def files_write(ctx: ToolContext,
     entire file: read it first (memory_read) if you need to keep existing content. Every write is
     a git commit, so earlier versions stay recoverable. Returns 'Written to <path>'."""
     vault = ctx.vault
-    rel = vault.file_path(path)
+    rel = vault.files.file_path(path)
     if _is_memory_md(vault, path):
         raise InvalidPath(f"{path!r} is the index gitmem generates at the vault root from the memory files; "
                           "it cannot be written",
@@ -87,7 +87,7 @@ def files_write(ctx: ToolContext,
                                "the write. memory_read('MEMORY.md') returns the index.")
     if rel in vault.config.tiers:
         raise InvalidInput(f"{path!r} names a folder, not a file")
-    vault.write_text(rel, content, author=ctx.author)
+    vault.files.write_text(rel, content, author=ctx.author)
     return f"Written to {path}"
 
 
@@ -126,13 +126,12 @@ def index_read(ctx: ToolContext,
 
 def _index_text(ctx: ToolContext) -> str:
     vault = ctx.vault
-    text = vault.memory_md_text()
+    text = vault.files.memory_md_text()
     if text is not None:
         return text
-    render = getattr(vault, "render_memory_index", None)
-    if render is not None and vault.list(limit=1):
+    if vault.list(limit=1):
         # The index is switched off (memory_index: false): show it without writing it.
-        return render().decode("utf-8")
+        return vault.render_memory_md().decode("utf-8")
     return NO_MEMORIES
 
 
@@ -187,16 +186,16 @@ def _topic_parts(vault: Vault, topic: str) -> list[str]:
         if text is not None:
             return [f"# {safe}\n\n{text}"]
         file_name = safe if safe.endswith(".md") else f"{safe}.md"
-        paths = vault.memories_named(file_name)
+        paths = vault.files.memories_named(file_name)
         if len(paths) == 1:  # the file name is unique in the vault: the original heading
             text = _read(vault, paths[0])
             return [] if text is None else [f"# {safe}\n\n{text}"]
-        paths = paths or vault.memories_named(topic)  # not a file name: a title or an id
+        paths = paths or vault.files.memories_named(topic)  # not a file name: a title or an id
         if paths:
             return _same_name_parts(vault, paths)
     elif topic.strip():
         # A title with no letter the file-name rules keep (e.g. only non-Latin letters).
-        paths = vault.memories_named(topic)
+        paths = vault.files.memories_named(topic)
         if paths:
             return _same_name_parts(vault, paths)
     if name:
@@ -222,7 +221,7 @@ def _same_name_parts(vault: Vault, paths: list[str]) -> list[str]:
 
 def _address(vault: Vault, path: str) -> str:
     """The name that loads exactly the file at vault path ``path``: its readable spelling, no ``.md``."""
-    view = vault.readable_view(path)
+    view = vault.files.readable_view(path)
     return view[:-3] if view.endswith(".md") else view
 
 
@@ -230,7 +229,7 @@ def _read_view(vault: Vault, name: str) -> str | None:
     """The text of ``<name>.md`` in the readable file view, or None."""
     file_name = name if name.endswith(".md") else f"{name}.md"
     try:
-        rel = vault.readable_path(file_name)
+        rel = vault.files.readable_path(file_name)
     except InvalidPath:  # "..", a hidden part, a reserved name: no topic
         return None
     return _read(vault, rel)
@@ -239,7 +238,7 @@ def _read_view(vault: Vault, name: str) -> str | None:
 def _read(vault: Vault, rel: str) -> str | None:
     """The text of the file at vault path ``rel``; None if absent, a folder, a link or binary."""
     try:
-        return vault.read_text(rel)
+        return vault.files.read_text(rel)
     except (NotFound, InvalidInput):
         return None
 
@@ -248,12 +247,12 @@ def _folder_listing(vault: Vault, name: str) -> str | None:
     """A folder topic: the memories under it, one per line by the name that loads it
     (and its title); None if ``name`` is no folder."""
     try:
-        rel = vault.file_path(name)
-        if vault.file_kind(rel) != "folder":
+        rel = vault.files.file_path(name)
+        if vault.files.file_kind(rel) != "folder":
             return None
     except InvalidPath:
         return None
-    entries = [e for e in vault.readable_files(rel) if e.view.endswith(".md")]
+    entries = [e for e in vault.files.readable_files(rel) if e.view.endswith(".md")]
     lines = [f"# {name}/", ""]
     for entry in entries[:FOLDER_LIMIT]:
         address = entry.view[:-3]
@@ -266,7 +265,7 @@ def _folder_listing(vault: Vault, name: str) -> str | None:
         lines.append(line)
     rest = entries[FOLDER_LIMIT:]
     if rest:
-        subs = sorted({vault.view_path(rel + "/" + e.path[len(rel) + 1:].split("/", 1)[0]) + "/"
+        subs = sorted({vault.files.view_path(rel + "/" + e.path[len(rel) + 1:].split("/", 1)[0]) + "/"
                        for e in rest if "/" in e.path[len(rel) + 1:]})
         lines.append(f"- \u2026 and {len(rest)} more" + (f": list a sub-folder ({', '.join(subs[:16])})"
                                                           if subs else ""))

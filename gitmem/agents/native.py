@@ -170,7 +170,8 @@ def update(ctx: ToolContext, ref: Ref,
 def move(ctx: ToolContext, ref: Ref,
          tier: Annotated[Tier, Field(description="The destination tier.")]) -> dict[str, Any]:
     """Move a memory to another tier (short_term -> mid_term -> long_term; archive to retire it): a
-    tracked rename in git (a rename commit, then the change). Protected memories are refused. Returns the memory without its body."""
+    tracked rename in git (a rename commit, then the change). Protected memories are refused. Returns the memory
+    without its body."""
     return _brief(ctx.vault.move(ref, tier, author=ctx.author))
 
 
@@ -308,7 +309,8 @@ def reflect(ctx: ToolContext,
             ) -> dict[str, Any]:
     """Consolidate the vault: expire what has expired, prune weak memories, merge near-identical ones,
     promote memories that are retrieved often; commits to git only when something changes. dry_run: true
-    only reports the plan. Returns {"pruned", "merged", "promoted", "expired", "duration_ms", "busy", "commit", "plan"}."""
+    only reports the plan. Returns {"pruned", "merged", "promoted", "expired", "duration_ms", "busy", "commit",
+    "plan"}."""
     return _dict(ctx.vault.reflect(dry_run, author=ctx.author))
 
 

@@ -205,11 +205,16 @@ class ToolFailure(Exception):
         self.code, self.message, self.hint = code, message, hint
 
 
+def _type_name(prop: dict[str, Any]) -> str:
+    """A property's JSON type as one word (``any`` when it has none; ``a/b`` for a list of types)."""
+    kind = prop.get("type", "any")
+    return kind if isinstance(kind, str) else "/".join(kind)
+
+
 def _usage(t: Tool) -> str:
     props = t.schema.get("properties", {})
     required = set(t.schema.get("required", []))
-    parts = [f"{k} ({props[k].get('type', 'any') if isinstance(props[k].get('type', ''), str) else '/'.join(props[k]['type'])}"
-             f"{', required' if k in required else ''})" for k in props]
+    parts = [f"{k} ({_type_name(props[k])}{', required' if k in required else ''})" for k in props]
     return f"{t.name} takes: {', '.join(parts) or 'no arguments'}."
 
 
@@ -283,9 +288,8 @@ class Toolbox:
         client; None makes it this toolbox's own context."""
         import uuid
 
-        from ..memory.schema import iso_now
         ctx = ToolContext(self.vault, self.context.author, self.profile,
-                          source=f"{kind}:{iso_now(self.vault.clock())}-{uuid.uuid4().hex[:6]}")
+                          source=f"{kind}:{self.vault.now()}-{uuid.uuid4().hex[:6]}")
         if key is None:
             self.context = ctx
         else:

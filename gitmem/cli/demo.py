@@ -68,7 +68,10 @@ def demo(ctx: click.Context, directory: str) -> None:
         # The command itself (found by name on the root group, which imports this module):
         # the demo prints exactly what typing the shown command prints.
         click.echo(f"==> {command}")
-        ctx.invoke(group.get_command(root, name), **params)
+        found = group.get_command(root, name)
+        if found is None:  # pragma: no cover - the demo runs only gitmem's own commands
+            raise LookupError(f"gitmem has no command {name!r}")
+        ctx.invoke(found, **params)
 
     step(f"gitmem init --from {shlex.quote(str(sample))} {where}", "init",
          directory=directory, from_dir=str(sample))

@@ -53,15 +53,14 @@ def import_command(ctx: click.Context, fmt: str, source: str, dry_run: bool, tie
       gitmem import agent-rules ~/code/my-project
     """
     vault = open_vault(ctx)
-    kwargs = {"dry_run": dry_run, "tier": tier, "force": force}
     if not as_json and sys.stderr.isatty():
         with click.progressbar(length=1, label="importing", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:
                 bar.length = total
                 bar.update(done - bar.pos)
-            report = vault.import_from(fmt, source, progress=progress, **kwargs)
+            report = vault.import_from(fmt, source, dry_run=dry_run, tier=tier, force=force, progress=progress)
     else:
-        report = vault.import_from(fmt, source, **kwargs)
+        report = vault.import_from(fmt, source, dry_run=dry_run, tier=tier, force=force)
     emit(report.to_dict(), as_json, lambda: _import_text(report))
 
 
@@ -109,7 +108,8 @@ def export_jsonl(ctx: click.Context, out: str | None, as_json: bool) -> None:
     """
     vault = open_vault(ctx)
     if out is None:
-        vault.export_jsonl(click.get_text_stream("stdout"))
+        with click.open_file("-", "w") as stdout:  # click's text stdout, left open
+            vault.export_jsonl(stdout)
         return
     count = vault.export_jsonl(out)
     emit({"path": out, "exported": count}, as_json, f"exported {count} memories to {out}")

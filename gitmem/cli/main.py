@@ -309,7 +309,7 @@ def edit(ctx: click.Context, ref: str, body: str | None, body_file: Any, append:
         fields[key.strip()] = yaml.safe_load(value) if value.strip() else None
     vault = open_vault(ctx)
     memory = vault.update(ref, body=_one_newline(_read_body(body, body_file)), append=_one_newline(append),
-                          replace=tuple(replace) if replace else None, title=title,
+                          replace=replace or None, title=title,
                           add_tags=add_tags, remove_tags=remove_tags, meta=fields, force=force)
     emit(memory.to_dict(), as_json, lambda: f"updated {_short(memory)}  {memory.path}{_commit_note(memory)}"
          if memory.commit else f"unchanged {_short(memory)}  {memory.path}")

@@ -418,9 +418,10 @@ def _read_mcp_memory(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
             entry["observations"] += [str(o) for o in observations if isinstance(o, (str, int, float))]
         elif kind == "relation":
             ends = [record.get(k) for k in ("from", "to", "relationType")]
-            if not all(isinstance(v, str) and v.strip() for v in ends):
+            names = [v.strip() for v in ends if isinstance(v, str)]
+            if len(names) < len(ends) or not all(names):
                 raise _bad(f"{where} line {number}: a relation needs 'from', 'to' and 'relationType'")
-            relations.append((ends[0].strip(), ends[1].strip(), ends[2].strip()))
+            relations.append((names[0], names[1], names[2]))
     if not entities:
         raise _wrong(f"{where} holds no entities of the MCP memory server's knowledge graph", records)
     outgoing: dict[str, list[tuple[str, str]]] = {}
@@ -494,7 +495,7 @@ def split_sections(text: str) -> list[tuple[str | None, str]]:
     """
     lines = text.splitlines()
     heads: list[tuple[int, int, str]] = []
-    for number, (line, code) in enumerate(zip(lines, in_code(lines))):
+    for number, (line, code) in enumerate(zip(lines, in_code(lines), strict=True)):
         heading = None if code else _HEADING_LINE.match(line)
         if heading:
             heads.append((number, len(heading.group(1)), heading.group(2).strip()))
@@ -510,11 +511,11 @@ def split_sections(text: str) -> list[tuple[str | None, str]]:
     out: list[tuple[str | None, str]] = []
     start = title[0] + 1 if title else 0
     out.append((title[2] if title else None, "\n".join(lines[start:cuts[0][0]])))
-    for i, (number, _, heading) in enumerate(cuts):
+    for i, (number, _, name) in enumerate(cuts):
         end = cuts[i + 1][0] if i + 1 < len(cuts) else len(lines)
         # a heading above the cut level ends the section too
         end = next((n for n, level, _ in heads if number < n < end and level < top), end)
-        out.append((heading, "\n".join(lines[number + 1:end])))
+        out.append((name, "\n".join(lines[number + 1:end])))
     return [(h, body.strip("\n") + "\n") for h, body in out if body.strip()]
 
 
@@ -705,7 +706,9 @@ def _chatgpt_text(message: dict[str, Any]) -> str:
 
 def _chatgpt_messages(conv: dict[str, Any]) -> list[tuple[str, str]]:
     """The visible user and assistant messages of the branch the export shows last."""
-    mapping = conv.get("mapping") if isinstance(conv.get("mapping"), dict) else {}
+    mapping = conv.get("mapping")
+    if not isinstance(mapping, dict):
+        mapping = {}
     chain: list[dict[str, Any]] = []
     node_id, seen = conv.get("current_node"), set()
     while isinstance(node_id, str) and isinstance(mapping.get(node_id), dict) and node_id not in seen:
@@ -750,7 +753,9 @@ def _read_chatgpt(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
 def _claude_text(message: dict[str, Any]) -> str:
     if isinstance(message.get("text"), str) and message["text"].strip():
         return message["text"]
-    blocks = message.get("content") if isinstance(message.get("content"), list) else []
+    blocks = message.get("content")
+    if not isinstance(blocks, list):
+        blocks = []
     return "\n".join(b["text"] for b in blocks
                      if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
 
@@ -764,7 +769,9 @@ def _read_claude(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
         created, updated = _iso(conv.get("created_at")), _iso(conv.get("updated_at"))
         if not isinstance(key, str) or not key.strip():
             key = _stable_key(conv.get("name"), conv.get("created_at"))
-        raw = conv.get("chat_messages") if isinstance(conv.get("chat_messages"), list) else []
+        raw = conv.get("chat_messages")
+        if not isinstance(raw, list):
+            raw = []
         messages = [("User" if m.get("sender") == "human" else "Assistant", _claude_text(m))
                     for m in raw if isinstance(m, dict) and m.get("sender") in ("human", "assistant")]
         items.append(_conversation_item("claude", "Claude", key.strip(), conv.get("name"), created, updated,

@@ -124,10 +124,10 @@ def convert_links(body: str, stems: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def run_import(services: Services, fmt: str, source: str | os.PathLike[str], *, dry_run: bool = False,
+def run_import(services: Services, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,
                tier: str | None = None, author: str | Identity | None = None, force: bool = False,
                progress: Callable[[int, int], None] | None = None) -> ImportReport:
-    """Import ``source`` in format ``fmt`` into ``vault`` (see the module doc).
+    """Import ``source`` in format ``format`` into ``vault`` (see the module doc).
 
     ``tier`` places new memories (default: the format's, see
     :data:`~gitmem.exchange.import_formats.FORMATS`); ``force`` lets changed sources
@@ -137,22 +137,23 @@ def run_import(services: Services, fmt: str, source: str | os.PathLike[str], *, 
     ``secrets: refuse``, too large ...) is skipped and reported.
     """
     from ..config import Identity
-    spec = FORMATS.get(fmt)
+    spec = FORMATS.get(format)
     if spec is None:
-        raise InvalidInput(f"unknown import format {fmt!r}", hint=f"Formats: {', '.join(FORMATS)}.")
+        raise InvalidInput(f"unknown import format {format!r}", hint=f"Formats: {', '.join(FORMATS)}.")
     tiers = tuple(services.store.config.tiers)
     if tier is not None and tier not in tiers:
         raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(tiers)}")
     path = Path(os.path.abspath(Path(source).expanduser()))
     if not path.exists():
         raise NotFound(f"import source {path} does not exist")
-    if any(form == services.store.root or services.store.root in form.parents for form in (path, Path(os.path.realpath(path)))):
+    root = services.store.root
+    if any(form == root or root in form.parents for form in (path, Path(os.path.realpath(path)))):
         raise InvalidInput(f"{path} is inside the vault; import from a folder or file outside it")
     items = spec.read(path, tiers)
     if spec.folder_keys:
         items = in_folder(items, path)
     who = author if isinstance(author, Identity) else Identity.parse(author) if author else services.store.author
-    report = ImportReport(fmt, str(path), dry_run)
+    report = ImportReport(format, str(path), dry_run)
     default_tier = tier or (spec.default_tier if spec.default_tier in tiers else tiers[0])
     with services.store.lock.hold():
         batch = _Batch(services, who, force, spec.links)
@@ -165,7 +166,7 @@ def run_import(services: Services, fmt: str, source: str | os.PathLike[str], *, 
         report.entries = batch.entries()
         if batch.changes and not dry_run:
             counts = report.counts()
-            subject = f"import {fmt}: {counts['created']} created, {counts['updated']} updated from {path.name}"
+            subject = f"import {format}: {counts['created']} created, {counts['updated']} updated from {path.name}"
             report.commit = services.pipeline.commit(batch.changes, subject, "import", batch.touched, author=who,
                                                forced=batch.forced).sha
     return report

@@ -45,6 +45,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dulwich.objects import ObjectID
+
 from ..errors import NotFound, StorageError
 from ..memory.markdown import parse_text
 
@@ -155,11 +157,11 @@ def gather(services: Services) -> ViewData:
     head = services.store.git.head()
     if head is not None:
         # Oldest first: reversed topological order puts every parent before its children.
-        for entry in reversed(list(services.store.git.repo.get_walker(include=[head], order="topo"))):
+        for entry in reversed(list(services.store.git.repo.get_walker(include=[ObjectID(head)], order="topo"))):
             walk.read(entry.commit)
     memories, commits = walk.finish()
-    return ViewData(services.store.root.name, head.decode() if head else None, services.store.now(), list(services.store.config.tiers),
-                    list(walk.authors), commits, memories)
+    return ViewData(services.store.root.name, head.decode() if head else None, services.store.now(),
+                    list(services.store.config.tiers), list(walk.authors), commits, memories)
 
 
 class HistoryWalk:

@@ -45,7 +45,9 @@ class PageServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}/"
+        # The standard library types the host as str or bytes; an AF_INET server's is a str.
+        name = host.decode() if isinstance(host, bytes) else host
+        return f"http://{name}:{port}/"
 
 
 class _PageHandler(BaseHTTPRequestHandler):

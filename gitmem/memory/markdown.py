@@ -36,7 +36,7 @@ MAX_ALIASES = 20
 class _Loader(yaml.SafeLoader):
     """SafeLoader with YAML-1.2-like scalars and an alias budget."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             self._aliases = getattr(self, "_aliases", 0) + 1
             if self._aliases > MAX_ALIASES:
@@ -274,10 +274,11 @@ def _quick_dump(key: str, value: Any, *, flow: bool) -> str | None:
     if isinstance(value, list):
         if not value:
             return f"{key}: []\n"
-        items = [_quick_scalar(v, 60) for v in value]
-        if None in items or flow and any("," in i for i in items):
+        quoted = [_quick_scalar(v, 60) for v in value]
+        items = [i for i in quoted if i is not None]
+        if len(items) < len(quoted) or flow and any("," in i for i in items):
             return None
-        return f"{key}: [{', '.join(items)}]\n" if flow else f"{key}:\n" + "".join(f"- {i}\n" for i in items)  # type: ignore[arg-type]
+        return f"{key}: [{', '.join(items)}]\n" if flow else f"{key}:\n" + "".join(f"- {i}\n" for i in items)
     scalar = _quick_scalar(value, 60)
     return None if scalar is None else f"{key}: {scalar}\n"
 

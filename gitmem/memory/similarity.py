@@ -96,7 +96,7 @@ def fingerprints(title: str, body: str) -> tuple[list[int], list[int]]:
     order) at once, each word read and hashed once: what the catalog keeps per memory."""
     body_words = set(words(body)) - _STOP
     title_words = set(words(title)) - _STOP
-    hashed = dict(zip(body_words | title_words, map(_hash, body_words | title_words)))
+    hashed = dict(zip(body_words | title_words, map(_hash, body_words | title_words), strict=True))
     top = sorted(hashed.values())[:SKETCH_SIZE]
     banded = {hashed[w] for w in (body_words if body else title_words)}
     return top, list(dict.fromkeys(_bands_of(banded)))

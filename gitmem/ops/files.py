@@ -1,9 +1,9 @@
 """Plain files in the vault: exact-text reads and writes for file-shaped agent tools.
 
-The ``files`` profile's
-``memory_write(path, content)`` and Anthropic's memory tool (``/memories``)
-address memories as *files*: they write a file's exact text, rename and delete
-paths.  These methods do that, each write as one commit through
+The ``files`` profile's ``memory_write(path, content)`` and Anthropic's memory tool
+(``/memories``) address memories as *files*: they write a file's exact text, rename
+and delete paths.  :class:`Files` does that; an open vault's is ``vault.files``
+(documented with the Python API).  Each write is one commit through
 :meth:`WritePipeline.commit`, so history, the catalog and the search index stay in
 step.  Nothing here rewrites what it was given: a file with no frontmatter is a
 valid memory (its id comes from its path, its title from its first heading).
@@ -382,8 +382,8 @@ class Files:
             else:
                 self._new_name_free(rel)
             op = "update" if existed else "add"
-            done = self.pipeline.commit([FileChange(rel, data)], subject or f"{'write' if existed else 'create'}: {rel}",
-                                op, self._touch(rel, data, op), author=who)
+            subject = subject or f"{'write' if existed else 'create'}: {rel}"
+            done = self.pipeline.commit([FileChange(rel, data)], subject, op, self._touch(rel, data, op), author=who)
         return FileWrite([rel], done.sha, not existed, self._problems(rel, data))
 
     def _problems(self, rel: str, data: bytes) -> list[str]:

@@ -1,9 +1,9 @@
 """History of one memory: its versions, a memory as of a commit or date, diffs, restore.
 
-:class:`History` answers these from git and the catalog.  The list of commits that touched a memory comes from the catalog's
-``touches`` table, filled at write time and, for commits made outside gitmem
-(git CLI, a pull, the watcher), by :meth:`History.sync_history`, which
-reads only the commits that are new since the last time.
+:class:`History` answers these from git and the catalog.  The list of commits that
+touched a memory comes from the catalog's ``touches`` table, filled at write time and,
+for commits made outside gitmem (git CLI, a pull, the watcher), by
+:meth:`History.sync_history`, which reads only the commits that are new since the last time.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class History:
         for mid, (path, existed) in present.items():
             op = "move" if mid in removed else ("update" if existed else "add")
             out.append((mid, path, trailer.group(1) if trailer else op))
-        for mid, path in removed.items():
+        for mid in removed:
             if mid not in present:
                 out.append((mid, None, trailer.group(1) if trailer else "delete"))
         return out
@@ -227,14 +227,24 @@ class History:
                 new_path, new_text = "/dev/null", ""
         else:
             later = self.show_at(memory_id, new)
-            new_path, new_text = later.path, decode(self.store.git.read_at(later.commit.encode(), later.path) or b"")
+            new_path, new_text = later.path, decode(self._bytes_of(later))
         if old is None:
             old = 1 if len(self.store.catalog.touches(memory_id)) > 1 else 0
         earlier = self.show_at(memory_id, old)
-        old_text = decode(self.store.git.read_at(earlier.commit.encode(), earlier.path) or b"")
+        old_text = decode(self._bytes_of(earlier))
         lines = difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
                                      f"a/{earlier.path}", f"b/{new_path}" if new_path != "/dev/null" else new_path)
         return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+    def _commit_of(self, version: Memory) -> str:
+        """The commit a version from :meth:`show_at` was read at (show_at always names it)."""
+        if version.commit is None:
+            raise RevisionNotFound(f"no commit holds this version of {version.path}")
+        return version.commit
+
+    def _bytes_of(self, version: Memory) -> bytes:
+        """The file bytes of a version from :meth:`show_at`, as its commit holds them."""
+        return self.store.git.read_at(self._commit_of(version).encode(), version.path) or b""
 
     def restore(self, ref: str, rev: str | int, *, force: bool = False,
                 author: Any = None) -> Memory:
@@ -257,7 +267,7 @@ class History:
             target = old.path
             if (current is None or current.path != target) and safefs.lstat(self.store.root, target) is not None:
                 raise RevisionNotFound(f"cannot restore to {target}: another file is there now")
-            raw = self.store.git.read_at(old.commit.encode(), old.path) or b""
+            raw = self._bytes_of(old)
             parsed = parse_text(decode(raw))
             meta = dict(old.meta, updated=self.store.now())
             data = self.pipeline.render(meta, parsed.body if parsed.has_frontmatter else old.body,
@@ -266,7 +276,7 @@ class History:
                                   and current.path != target else None)]
             if current is not None and current.path != target:
                 changes.insert(0, FileChange(current.path, None))
-            done = self.pipeline.commit(changes, f"restore: {old.title} to {old.commit[:8]}", "restore",
+            done = self.pipeline.commit(changes, f"restore: {old.title} to {self._commit_of(old)[:8]}", "restore",
                                [(memory_id, target, "restore")], author=who,
                                forced=bool(force and current and self.pipeline.protected(current)))
         return self.pipeline.written(done, target)

@@ -187,7 +187,8 @@ class Memories:
             data = self.pipeline.render(new_meta, new_body, parsed.raw_blocks)
             subject = message or f"update: {new_meta['title']}"
             done = self.pipeline.commit([FileChange(memory.path, data)], subject, "update",
-                               [(memory.id, memory.path, "update")], author=who, forced=force and self.pipeline.protected(memory))
+                                        [(memory.id, memory.path, "update")], author=who,
+                                        forced=force and self.pipeline.protected(memory))
         return self.pipeline.written(done, memory.path)
 
     def move(self, ref: str, tier: str, *, force: bool = False, author: str | Identity | None = None,
@@ -264,7 +265,8 @@ class Memories:
             memory = self.reader.get(ref)
             self.pipeline.guard(memory, force, "delete")
             done = self.pipeline.commit([FileChange(memory.path, None)], f"delete: {memory.title} (hard)", "delete",
-                               [(memory.id, None, "delete")], author=who, forced=force and self.pipeline.protected(memory))
+                                        [(memory.id, None, "delete")], author=who,
+                                        forced=force and self.pipeline.protected(memory))
         memory.commit = done.sha
         return memory
 

@@ -288,8 +288,10 @@ class Reflect:
                 # reports it); planning again can only drop actions, so no new file comes in.
                 states = [replace(s, writable=False) if s.path in bad else s for s in states]
                 plan = plan_reflect(states, pairs, now, self.store.config.lifecycle, self.store.config.live_tiers)
-            report = ReflectReport(dry_run=dry_run, plan=plan, **{
-                k: v for k, v in plan.counts().items()})
+            counts = plan.counts()
+            report = ReflectReport(dry_run=dry_run, plan=plan, pruned=counts["pruned"], merged=counts["merged"],
+                                   promoted=counts["promoted"], expired=counts["expired"],
+                                   reinforced=counts["reinforced"])
             if not dry_run and not plan.empty:
                 report.commit = self._apply_plan(plan, who)
                 self.store.catalog.clear_retrievals([a.id for a in plan.fold + plan.promote]

@@ -12,7 +12,7 @@ vault's hooks folder (``core.hooksPath`` if set, else ``.git/hooks``):
 * ``post-commit``, ``post-merge``, ``post-checkout``, ``post-rewrite``: run
   no Python at all.  gitmem's search index, catalog and memory history are
   caches that catch up by themselves when a process next opens the vault
-  (``Vault.index`` compares file hashes with the index, ``sync_history``
+  (opening the search index compares file hashes with it, ``sync_history``
   reads only the new commits, the catalog re-reads files whose stat
   changed), so these hooks only touch ``.git/gitmem/changed-by-git``
   (:data:`STAMP`): one ``stat`` tells a long-running process that git changed
@@ -102,10 +102,13 @@ dir=$(git rev-parse --git-common-dir 2>/dev/null) || exit 0
 if [ -d "$dir/gitmem" ]; then {{ true >"$dir/gitmem/{stamp}"; }} 2>/dev/null; fi
 exit 0"""
 
+# What pre-commit prints when it cannot run gitmem (the commit goes through).
+_SKIPPED = ("gitmem: {name} hook skipped: cannot run gitmem with $PY; memories were not validated "
+            "(reinstall: gitmem hooks install)")
 _PRE_RUN = """\
 # One Python process, importing only what the check needs (not the gitmem CLI).
 if ! command -v "$PY" >/dev/null 2>&1; then
-    echo "gitmem: {name} hook skipped: cannot run gitmem with $PY; memories were not validated (reinstall: gitmem hooks install)" >&2
+    echo "{skipped}" >&2
     exit 0
 fi
 "$PY" -c '{boot}' "$(git rev-parse --show-toplevel)" {name} "$@"
@@ -113,7 +116,7 @@ case $? in
     0) exit 0 ;;
     65) exit 1 ;;
 esac
-echo "gitmem: {name} hook skipped: cannot run gitmem with $PY; memories were not validated (reinstall: gitmem hooks install)" >&2
+echo "{skipped}" >&2
 exit 0"""
 
 
@@ -139,7 +142,7 @@ def hook_script(name: str, python: str | None = None, *, manual: bool = False) -
     return _TEMPLATE.format(
         marker=MARKER, name=name, purpose=_PURPOSE[name],
         failsafe="without gitmem, commits are let through unvalidated.",
-        py_line=line + "\n", run=_PRE_RUN.format(name=name, boot=_BOOT))
+        py_line=line + "\n", run=_PRE_RUN.format(name=name, boot=_BOOT, skipped=_SKIPPED.format(name=name)))
 
 
 # ------------------------------------------------------------- installing
@@ -163,7 +166,7 @@ def hooks_dir(vault: Vault) -> Path:
     """The folder git runs this vault's hooks from (``core.hooksPath`` aware)."""
     configured = None
     try:
-        stack = vault.git.repo.get_config_stack()
+        stack = vault.services.store.git.repo.get_config_stack()
         value = stack.get((b"core",), b"hooksPath")
         configured = value.decode("utf-8", "surrogateescape") if value else None
     except KeyError:
@@ -171,7 +174,7 @@ def hooks_dir(vault: Vault) -> Path:
     if configured:
         path = Path(os.path.expanduser(configured))
         return path if path.is_absolute() else vault.root / path
-    return vault.git.git_dir / "hooks"
+    return vault.services.store.git.git_dir / "hooks"
 
 
 def _is_ours(text: str) -> bool:

@@ -57,14 +57,14 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import safefs
 from ..errors import GitmemError, InvalidInput, InvalidMetadata, LockTimeout, StorageError
 from ..memory.paths import is_hidden_part
 
 if TYPE_CHECKING:  # pragma: no cover
-    from watchdog.events import FileSystemEvent
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers.api import BaseObserver, ObservedWatch
 
     from ..search.service import RefreshReport
@@ -194,7 +194,7 @@ class Watcher:
         self._observer = Observer()
         logging.getLogger(_OVERFLOW_LOGGER).addHandler(self._overflow)
         try:
-            self._observer.schedule(_Handler(self), self.root, recursive=False,
+            self._observer.schedule(_events_to(self), self.root, recursive=False,
                                     event_filter=_root_filter())
             for tier in self.tiers:
                 self._watch_tier(tier)
@@ -264,8 +264,8 @@ class Watcher:
                     break  # pragma: no cover - the worker never exits on its own
         finally:
             self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
     @property
     def idle(self) -> bool:
@@ -337,7 +337,7 @@ class Watcher:
                     self._batch_since = self._batch_since or now
             else:
                 for rel in (src, dest):
-                    if rel is not None and self.vault.is_memory_path(rel):
+                    if rel is not None and self.vault.services.store.is_memory_path(rel):
                         self._pending[rel] = now
                         relevant = True
             if relevant:
@@ -458,7 +458,7 @@ class Watcher:
                 # event this watcher missed: its refresh then reports nothing, so what
                 # differs from HEAD is asked for (no lock, no file read).
                 try:
-                    changed |= self.vault.uncommitted_paths()
+                    changed |= self.vault.services.pipeline.outside.uncommitted_paths()
                 except Exception as exc:  # noqa: BLE001 - the next rescan asks again
                     self._log(f"error: comparing with HEAD failed: {_describe(exc)}", level="error")
             with self._cond:
@@ -476,10 +476,10 @@ class Watcher:
         Committing in the middle of a merge, rebase or checkout would record
         half-done files (conflict markers) on the user's branch.
         """
-        git_dir = self.vault.git.git_dir
+        git_dir = self.vault.services.store.git.git_dir
         for name, what in _GIT_BUSY:
             if (git_dir / name).exists():
-                if name == "index.lock" and self.vault.git.index_lock_is_gitmems():
+                if name == "index.lock" and self.vault.services.store.git.index_lock_is_gitmems():
                     continue    # a gitmem write (its commit waits for the vault lock, not git)
                 return what
         return None
@@ -519,13 +519,13 @@ class Watcher:
             return
         with self._cond:
             self._commit_failures = 0
-        for path, why in sorted(self.vault.outside_refused.items()):
+        for _path, why in sorted(self.vault.outside_refused.items()):
             self._log(f"not committed: {why}", level="warn")
         if sha is None:
             return
         self.commits.append(sha)
         try:
-            subject = self.vault.git.info(sha.encode()).subject
+            subject = self.vault.services.store.git.info(sha.encode()).subject
         except Exception:  # noqa: BLE001 - the commit is made; the log line is cosmetic
             subject = ""
         self._log(f"committed {sha[:7]} {subject}".rstrip())
@@ -544,14 +544,14 @@ class Watcher:
                 pass
         path = os.path.join(self.root, tier)
         if os.path.isdir(path) and not os.path.islink(path):
-            self._tier_watches[tier] = observer.schedule(_Handler(self), path, recursive=True,
+            self._tier_watches[tier] = observer.schedule(_events_to(self), path, recursive=True,
                                                          event_filter=_tier_filter())
 
     def _walk_memory_files(self, folders: Iterable[str]) -> set[str]:
         found: set[str] = set()
         for rel_folder in folders:
             for rel, _ in safefs.walk_files(self.vault.root, rel_folder, skip_dir=is_hidden_part):
-                if self.vault.is_memory_path(rel):
+                if self.vault.services.store.is_memory_path(rel):
                     found.add(rel)
         return found
 
@@ -589,6 +589,13 @@ class _Handler:
 
     def dispatch(self, event: FileSystemEvent) -> None:
         self.watcher.on_event(event)
+
+
+def _events_to(watcher: Watcher) -> FileSystemEventHandler:
+    """A handler forwarding watchdog's events to ``watcher``.  Typed as watchdog's handler
+    class, of which the observer only calls ``dispatch`` (subclassing it would import
+    watchdog whenever this module is imported)."""
+    return cast("FileSystemEventHandler", _Handler(watcher))
 
 
 def _tier_filter() -> list[type]:

@@ -1,7 +1,7 @@
 """Recall as of a point in time: search the vault as it was at a commit or a date.
 
 Every version of every memory along the branch's first-parent line of commits is kept
-in a :class:`~gitmem.search.index.VersionIndex` under ``.git/gitmem/versions/`` (a cache,
+in a :class:`~gitmem.search.whoosh.VersionIndex` under ``.git/gitmem/versions/`` (a cache,
 never tracked, rebuilt from git when history is rewritten), tagged with the number of
 the commit that introduced it; this module records when each version ended (the commit
 that changed, moved or removed it).  A search as of commit number ``n`` sees exactly the
@@ -30,7 +30,7 @@ from ..memory.paths import is_memory_path
 if TYPE_CHECKING:
     from ..memory.schema import Memory
     from ..store.git import GitStore
-    from .index import IndexDoc, SearchPage, VersionIndex
+    from .whoosh import IndexDoc, SearchPage, VersionIndex
 
 __all__ = ["AsOfSearch", "Point", "cutoff_epoch"]
 
@@ -78,10 +78,10 @@ class _State:
         if not isinstance(data, dict):
             return cls.empty()
         try:
-            state = cls(list(data["chain"]), [int(t) for t in data["times"]],
-                        *({str(k): int(v) for k, v in data[key].items()} for key in ("alive", "until")),
-                        *({str(k): str(v) for k, v in data[key].items()}
-                          for key in ("blobs", "ids", "follows")))
+            alive, until = ({str(k): int(v) for k, v in data[key].items()} for key in ("alive", "until"))
+            blobs, ids, follows = ({str(k): str(v) for k, v in data[key].items()}
+                                   for key in ("blobs", "ids", "follows"))
+            state = cls(list(data["chain"]), [int(t) for t in data["times"]], alive, until, blobs, ids, follows)
         except (KeyError, TypeError, ValueError, AttributeError):
             return cls.empty()
         return state if len(state.chain) == len(state.times) else cls.empty()
@@ -246,7 +246,7 @@ class AsOfSearch:
 
     def _versions(self) -> VersionIndex:
         if self._index is None:
-            from .index import VersionIndex
+            from .whoosh import VersionIndex
             self._index = VersionIndex(self.dir / "index")
         return self._index
 
@@ -306,7 +306,7 @@ class AsOfSearch:
         """Record ``commits`` (oldest first, each the next on the line) and index the
         versions they add.  A memory that follows another gets a new version whenever
         the one it follows changes or goes (its indexed context changed)."""
-        from .index import version_key
+        from .whoosh import version_key
         by_id = {mid: path for path, mid in state.ids.items()}
         followers: dict[str, set[str]] = {}
         for path, followed in state.follows.items():
@@ -387,7 +387,7 @@ class AsOfSearch:
     def _tree_index(self, commit: str) -> Any:
         """A fresh index of one commit's tree (for a commit off the first-parent line),
         built once and kept among the last few asked for."""
-        from .index import SearchIndex
+        from .whoosh import SearchIndex
         trees = self.dir / "trees"
         folder = trees / commit
         fresh = not folder.exists()
@@ -397,7 +397,7 @@ class AsOfSearch:
             tree = _State.empty()
             memories = {p: self.parse(p, self.git.blob(files[p]))
                         for p in sorted(files) if is_memory_path(p, self.tiers)}
-            for p, memory in memories.items():
+            for p in memories:
                 tree.blobs[p] = files[p].decode()
             by_id = {m.id: p for p, m in memories.items()}
             index.rebuild((self.doc(m, tree.blobs[p], self._context(tree, m, by_id))

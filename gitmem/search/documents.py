@@ -1,7 +1,7 @@
 """What the search index stores of a memory: :class:`IndexDoc` (produced by the vault from
 a Markdown file), the context it is indexed with (:func:`context_text`) and the field values
 derived from it (:func:`index_fields`).  The schema these values fill is in
-:mod:`gitmem.search.index`."""
+:mod:`gitmem.search.whoosh`."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def context_text(own: str | None, followed_title: str | None = None,
 
 
 def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
-    """The field values the index stores for a memory (see ``gitmem.search.index._schema``).
+    """The field values the index stores for a memory (see ``gitmem.search.whoosh.schema.make_schema``).
 
     ``text`` is one list of ``(stem, weight)`` per position: title, tags and entities,
     author, body, context, each followed by a gap of four ``None`` positions so that no

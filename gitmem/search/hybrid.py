@@ -23,8 +23,8 @@ from .results import SearchPage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .embedding import Embedder
-    from .index import SearchIndex
     from .vectors import VectorStore
+    from .whoosh import SearchIndex
 
 __all__ = ["HYBRID_WEIGHT", "CANDIDATES", "FUSION", "MIN_COSINE", "hybrid_search", "fuse"]
 

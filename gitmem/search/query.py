@@ -1,6 +1,6 @@
 """Reading a search query: the query language, parsed into a tree of plain nodes
 (:func:`parse_query`), and the dates and fields it names.  The tree is evaluated and ranked
-in :mod:`gitmem.search.rank`; :mod:`gitmem.search.index` answers its metadata filters.
+in :mod:`gitmem.search.rank`; :mod:`gitmem.search.whoosh` answers its metadata filters.
 
 Syntax, in the order the parser tries it on each whitespace-separated piece:
 
@@ -37,6 +37,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from typing import cast
 
 from ..errors import InvalidQuery
 
@@ -93,17 +94,17 @@ class DateRange:
 
 @dataclass(frozen=True)
 class And:
-    items: tuple
+    items: tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class Or:
-    items: tuple
+    items: tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class Not:
-    item: object
+    item: Node
 
 
 Node = Word | Phrase | Prefix | FieldTerm | DateRange | And | Or | Not
@@ -340,7 +341,7 @@ class _Parser:
             raise InvalidQuery(f"unexpected {self.toks[self.i][1]!r}")
         return node
 
-    def or_expr(self) -> Node | None:
+    def or_expr(self) -> Node:
         items = [self.and_expr()]
         while self.peek() == "OR":
             self.take()
@@ -349,7 +350,7 @@ class _Parser:
             items.append(self.and_expr())
         return items[0] if len(items) == 1 else Or(tuple(items))
 
-    def and_expr(self) -> Node | None:
+    def and_expr(self) -> Node:
         if self.peek() == "AND":
             raise InvalidQuery("AND needs something on both sides")
         items = [self.unary()]
@@ -384,7 +385,7 @@ class _Parser:
         if kind == "phrase":
             return Phrase(str(val))
         if kind == "field":
-            name, value, quoted = val  # type: ignore[misc]
+            name, value, quoted = cast(tuple[str, str, bool], val)
             return _field_node(name, value, quoted)
         if kind == "node":
             return val  # type: ignore[return-value]

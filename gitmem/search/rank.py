@@ -2,8 +2,8 @@
 (:class:`SearchConfig`), BM25F scores, phrases, the group prior and the natural-query
 policy.
 
-This module works on plain data.  :mod:`gitmem.search.index` (the one module that touches
-Whoosh) hands over a :class:`Postings` view of the index: its statistics and its
+This module works on plain data.  :mod:`gitmem.search.whoosh` (the package that fences
+Whoosh in) hands over a :class:`Postings` view of the index: its statistics and its
 :class:`Segment` objects, whose ``blocks()`` give a term's postings as plain arrays (document
 ids, weights, values) a block of up to 128 postings at a time; metadata filters are answered
 by the index through a callback.
@@ -14,7 +14,7 @@ by the index through a callback.
 - A phrase reads its words' document ids (rarest word first, later words only in the
   blocks that can hold a candidate), intersects them, and reads weights and positions
   only of the documents holding every word; positions are stored as machine arrays
-  (``gitmem.search.index``), so the check is a few C calls per document.  Whoosh's span
+  (``gitmem.search.whoosh.schema``), so the check is a few C calls per document.  Whoosh's span
   matcher spent ~27 µs per such document (0.3 s for two words that are in most memories).
   A phrase scores what Whoosh gave it: the sum of its words' scores (a repeated word
   counts twice).
@@ -82,7 +82,7 @@ class SearchConfig:
 
 
 class Analysis(Protocol):
-    """The index's tokenisation (``gitmem.search.index``)."""
+    """The index's tokenisation (``gitmem.search.whoosh.schema.Analysis``)."""
 
     def tokens(self, text: str) -> list[str]: ...
     def stems(self, text: str) -> list[str]: ...
@@ -90,7 +90,7 @@ class Analysis(Protocol):
 
 
 class Segment(Protocol):
-    """One segment of the index, as :mod:`gitmem.search.index` hands it over.  Document
+    """One segment of the index, as :mod:`gitmem.search.whoosh.postings` hands it over.  Document
     numbers are local to the segment (``base`` + local = number in the whole index);
     segments never change (their deletions do: a new view is made then)."""
 
@@ -211,7 +211,7 @@ class Ranker:
                 ns = map(norm, ids) if norm else repeat(k1)
                 out.update(zip(map(base.__add__, ids) if base else ids,
                                map(scale.__mul__, map(truediv, weights,
-                                                      map(add, weights, ns)))))
+                                                      map(add, weights, ns))), strict=True))
             for i in seg.deleted:
                 out.pop(base + i, None)
         return out
@@ -307,7 +307,7 @@ class Ranker:
                                   key=lambda x: (x[0] in first, x[1], -order[x[0]]))
         if len(first) in (0, len(scores)):     # no all-words tier to put first: C-level keys
             return [(-neg, v) for v, neg in heapq.nlargest(want, zip(scores.values(),
-                                                                     map(neg_, scores)))]
+                                                                     map(neg_, scores), strict=True))]
         return heapq.nlargest(want, scores.items(), key=lambda x: (x[0] in first, x[1], -x[0]))
 
     # --- queries ---------------------------------------------------------------------------
@@ -330,9 +330,9 @@ class Ranker:
                 return self.phrase_scores(r, stems)
             return self.term_scores(r, TEXT, stems[0]) if stems else None
         if isinstance(n, sq.Prefix):
-            stems = dict.fromkeys(self.an.stem(t) for t in self.prefix_terms(r, n.text))
-            hl.update(stems)
-            return add_scores([self.term_scores(r, TEXT, t) for t in stems])
+            expanded = dict.fromkeys(self.an.stem(t) for t in self.prefix_terms(r, n.text))
+            hl.update(expanded)
+            return add_scores([self.term_scores(r, TEXT, t) for t in expanded])
         if isinstance(n, (sq.FieldTerm, sq.DateRange)):
             return dict.fromkeys(docs_of(n), 0.5)
         if isinstance(n, sq.Not):
@@ -405,7 +405,7 @@ class Ranker:
             # Proximity: query words written next to each other that are also next to
             # each other in a memory add the pair's phrase score (times pair_weight).
             seq = [self.an.stem(t) for t in toks]
-            for a, b in dict.fromkeys(zip(seq, seq[1:])):
+            for a, b in dict.fromkeys(zip(seq, seq[1:], strict=False)):
                 pair = self.phrase_scores(r, [a, b]) if a != b else {}
                 extras.append({d: v * c.pair_weight for d, v in pair.items()})
         scores, first, mode = combine_natural(units, extras, allow, restrict, c.natural,

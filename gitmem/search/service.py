@@ -1,7 +1,7 @@
 """Keeping the search index in step with the vault, and searching it.
 
 :class:`SearchService` owns the vault's search index.  The index (Whoosh, owned
-by :mod:`gitmem.search.index`) lives in ``.git/gitmem/index`` and is a cache of the
+by :mod:`gitmem.search.whoosh`) lives in ``.git/gitmem/index`` and is a cache of the
 files:
 
 * every Vault write updates it in the same operation, under the vault lock;
@@ -39,8 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..store.reader import Reader
     from ..store.storage import Storage
     from .as_of import AsOfSearch
-    from .index import IndexDoc, SearchIndex, SearchPage
     from .vectors import EmbedWorker, VectorStore
+    from .whoosh import IndexDoc, SearchIndex, SearchPage
 
 __all__ = ["SearchService", "RefreshReport"]
 
@@ -95,7 +95,7 @@ class SearchService:
 
     def _open_caught_up(self) -> None:
         """Open the shared index (lock held), rebuilt or caught up with the files."""
-        from .index import SearchIndex
+        from .whoosh import SearchIndex
         if self.open_index is not None and self._private is not None:
             self._close_private()
         if self.open_index is None:
@@ -111,7 +111,7 @@ class SearchService:
     def _open_as_is(self) -> None:
         """Open the shared index without the lock (another process holds it): as it is
         when it can be trusted, else a private index of the files (see :attr:`index`)."""
-        from .index import SearchIndex
+        from .whoosh import SearchIndex
         index = SearchIndex(self.store.state_dir / "index")
         self.reader.scan()
         pending = None if index.needs_rebuild else self._pending(index)
@@ -157,7 +157,7 @@ class SearchService:
     def doc(self, memory: Memory, blob_hash: str, context: str | None = None) -> IndexDoc:
         """What the search index stores of a memory; ``context`` (what it answers or
         continues) is read from the files when not given."""
-        from .index import IndexDoc
+        from .whoosh import IndexDoc
         meta = memory.meta
         links = list(dict.fromkeys(target for target, _ in memory_links(meta, memory.body)))
         return IndexDoc(
@@ -224,7 +224,7 @@ class SearchService:
         """Build the index of a new vault from its first commit's memories, parsed once
         already (lock held): ``gitmem init --from`` is searchable when it returns, and
         the next process finds the index in step with the catalog."""
-        from .index import SearchIndex
+        from .whoosh import SearchIndex
         index = SearchIndex(self.store.state_dir / "index")
         # In path order, as a rebuild from the files adds them (ties rank the same).
         index.rebuild((self.doc(*written[path]) for path in sorted(written)), total=len(written))
@@ -368,7 +368,7 @@ class SearchService:
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the search index from the files; returns the number of memories."""
-        from .index import SearchIndex
+        from .whoosh import SearchIndex
         with self.store.lock.hold():
             if self._private is not None:
                 self._close_private()

@@ -1,6 +1,6 @@
 """Snippets of search hits: the best ~200-character passage with matched words in ``**bold**``.
 
-Whoosh-free (:mod:`gitmem.search.index` owns Whoosh and hands over the stemmer and stop words).
+Whoosh-free (:mod:`gitmem.search.whoosh` owns Whoosh and hands over the stemmer and stop words).
 Whoosh's highlighter ran the index's analyzer over each hit's whole text, about 1 ms per
 hit of 2 KB: ten hits cost more than the rest of a query.  Here ``str.find`` on the
 lower-cased text finds the places where a word starts like a query term (its stem but

@@ -135,21 +135,22 @@ class VectorStore:
     def stored(self) -> dict[str, str]:
         """``path -> content hash`` of every stored vector."""
         paths, hashes, _, _ = self.load()
-        return dict(zip(paths, hashes))
+        return dict(zip(paths, hashes, strict=False))   # (as stored: a damaged file is not checked here)
 
     def save(self, vectors: Mapping[str, tuple[str, Any]], keep: Mapping[str, str] | None = None) -> None:
         """Store ``{path: (hash, vector)}``, replacing those paths' vectors; with ``keep``
         (``path -> current hash``), drop every other vector whose path or hash differs."""
         import numpy as np
         paths, hashes, matrix, _ = self.load()
-        rows = {p: (h, matrix[i]) for i, (p, h) in enumerate(zip(paths, hashes))}
+        rows = {p: (h, matrix[i]) for i, (p, h) in enumerate(zip(paths, hashes, strict=False))}
         rows.update(vectors)
         if keep is not None:
             rows = {p: v for p, v in rows.items() if keep.get(p) == v[0]}
         order = sorted(rows)
-        data = {"paths": np.array(order, dtype=str), "hashes": np.array([rows[p][0] for p in order], dtype=str),
-                "vectors": (np.stack([rows[p][1] for p in order]) if order
-                            else np.zeros((0, 0))).astype(np.float16)}
+        data: dict[str, Any] = {
+            "paths": np.array(order, dtype=str), "hashes": np.array([rows[p][0] for p in order], dtype=str),
+            "vectors": (np.stack([rows[p][1] for p in order]) if order
+                        else np.zeros((0, 0))).astype(np.float16)}
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             tmp = self.dir / f".{_FILE}.{os.getpid()}.{threading.get_ident()}.tmp.npz"

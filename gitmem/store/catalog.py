@@ -30,6 +30,7 @@ or a damaged file :class:`~gitmem.errors.StorageError` (``storage_error``).
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import json
 import os
@@ -440,7 +441,7 @@ class Catalog:
         wanted = {key, *(f"{f.casefold()}/{key}" for f in folders)}
         return [r for r in self.by_stem(stem) if link_key(r.path) in wanted]
 
-    def paths_with_tags(self, tags: Iterable[str]) -> set[str]:
+    def paths_with_tags(self, tags: Iterable[str]) -> builtins.set[str]:   # (Catalog.set is a method)
         """Paths of the memories carrying every one of ``tags`` (frontmatter or inline)."""
         keys = list(dict.fromkeys(tag_key(t) for t in tags))
         if not keys or not all(keys):
@@ -449,10 +450,6 @@ class Catalog:
         rows = self.db.execute(f"SELECT path FROM tags WHERE tag IN ({marks}) GROUP BY path "
                                "HAVING COUNT(DISTINCT tag) = ?", (*keys, len(keys)))
         return {r[0] for r in rows}
-
-    def tags_of(self, path: str) -> list[str]:
-        """The tag keys (folded case) a memory carries, frontmatter and inline."""
-        return [r[0] for r in self.db.execute("SELECT tag FROM tags WHERE path=?", (path,))]
 
     # ------------------------------------------------- ids across renames
     def inherited_id(self, path: str) -> str | None:
@@ -537,8 +534,8 @@ class Catalog:
     # ------------------------------------------------ the search index's to-do list
     # Every change to a ``files`` row (insert, update, delete: whoever makes it) lists its
     # path in ``unindexed`` (triggers in the schema, same transaction); the search index
-    # takes them off once it holds that content.  So what the index may lack is a short
-    # indexed lookup, not a comparison of every file's hash with the index's.
+    # takes them off once it holds that content.  So what the search index may lack is a
+    # short indexed lookup, not a comparison of every file's hash with the search index's.
 
     def unindexed(self, limit: int) -> list[str] | None:
         """Paths whose row changed since the search index last took them (None: more

@@ -36,7 +36,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,7 @@ from typing import Any
 from dulwich.errors import ObjectFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 from dulwich.object_store import DiskObjectStore
-from dulwich.objects import Commit, ShaFile, Tree, hex_to_sha
+from dulwich.objects import Commit, ObjectID, ShaFile, Tree, hex_to_sha
 from dulwich.pack import (
     OFS_DELTA,
     REF_DELTA,
@@ -321,7 +321,7 @@ class Housekeeper:
         """Delete loose copies of objects already in a pack (a run killed while deleting
         them, or a pack written by a bulk write or by git)."""
         packed = [(sha, path) for sha, path in _loose_files(self.objects)
-                  if store.contains_packed(sha.encode())]
+                  if store.contains_packed(ObjectID(sha.encode()))]
         _unlink_all(path for _, path in packed)
         report.pruned += len(packed)
 
@@ -358,8 +358,8 @@ class Housekeeper:
     def _merge(self, names: list[str], stamp: object, report: HousekeepingReport) -> None:
         packs: list[Pack] = []
         try:
-            for name in names:   # one by one: each opened is closed below, whatever fails
-                packs.append(Pack(str(self.pack_dir / name), object_format=DEFAULT_OBJECT_FORMAT))
+            for pack_name in names:   # one by one: each opened is closed below, whatever fails
+                packs.append(Pack(str(self.pack_dir / pack_name), object_format=DEFAULT_OBJECT_FORMAT))
             packs.sort(key=len, reverse=True)  # the big pack first: its deltas stay offset deltas
             wanted: set[bytes] = set()
             for pack in packs:
@@ -498,7 +498,7 @@ class Housekeeper:
 
     def _remove_temp_files(self) -> list[str]:
         """Temporary pack files of this or a killed run (only one run at a time holds the lock)."""
-        removed = []
+        removed: list[str] = []
         try:
             names = os.listdir(self.pack_dir)
         except OSError:
@@ -576,7 +576,7 @@ def _deltify(ordered: list[tuple[ShaFile, bytes]], report: HousekeepingReport) -
         if best is not None and b"".join(apply_delta(best[2], best[0])) == raw:
             depth = best[3] + 1
             report.deltas += 1
-            yield UnpackedObject(REF_DELTA, delta_base=hex_to_sha(best[1]), decomp_chunks=[best[0]],
+            yield UnpackedObject(REF_DELTA, delta_base=hex_to_sha(ObjectID(best[1])), decomp_chunks=[best[0]],
                                  sha=hex_to_sha(obj.id))
         else:
             yield UnpackedObject(obj.type_num, decomp_chunks=[raw], sha=hex_to_sha(obj.id))
@@ -641,7 +641,7 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _write_marker(path: Path, record: dict[str, object]) -> None:
+def _write_marker(path: Path, record: Mapping[str, object]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, path)

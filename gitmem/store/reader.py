@@ -1,8 +1,9 @@
 """Reading memories: finding files, parsing them, resolving references, listing.
 
-:class:`Reader` is the vault's read side, used by every other service.  Reading never takes the vault lock and never writes a memory file; it only
-refreshes the private catalog cache, re-parsing files whose size or mtime
-changed since it last looked.
+:class:`Reader` is the vault's read side, used by every other service.  Reading
+never takes the vault lock and never writes a memory file; it only refreshes the
+private catalog cache, re-parsing files whose size or mtime changed since it last
+looked.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class Reader:
 
     def _inherited_id(self, path: str, meta: dict[str, Any]) -> str | None:
         """The id a file without an ``id:`` keeps from the name it had before a person
-        renamed it (see :meth:`WritePipeline.commit_outside_edits`); None otherwise."""
+        renamed it (see :meth:`OutsideEdits.commit <gitmem.write.person_edits.OutsideEdits.commit>`); None otherwise."""
         written = meta.get("id")
         if isinstance(written, str) and written.strip():
             return None
@@ -119,6 +120,7 @@ class Reader:
         with self.store.lock.threads():  # not inside another thread's catalog transaction
             catalog = self.store.catalog
             known, dirs = catalog.stats(), catalog.dirs()
+            files: dict[str, FileStat] | dict[str, os.stat_result]
             if _FOLDER_FDS:
                 files, seen = self._stat_files(known, dirs)
             else:  # pragma: no cover - Windows: every folder listed
@@ -171,11 +173,11 @@ class Reader:
                         count = len(names)
                     else:
                         count = 0
-                        for rel, fst, sub in _list_folder(fd, folder):
-                            if fst is None:
+                        for rel, file_st, _ in _list_folder(fd, folder):
+                            if file_st is None:
                                 stack.append(rel)
                             else:
-                                files[rel] = FileStat(fst.st_mtime_ns, fst.st_size)
+                                files[rel] = FileStat(file_st.st_mtime_ns, file_st.st_size)
                                 count += 1
                 finally:
                     os.close(fd)

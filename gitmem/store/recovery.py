@@ -27,8 +27,9 @@ write forward**: the commit object is complete, so the files are written (only
 where the disk still shows the state before or after the write, never over a
 later edit by a person) and the ref is moved, exactly as if the writer had
 lived a moment longer; like every move of the branch, under git's
-``index.lock``, with ``.git/index`` brought in line before the lock is let go.  The write was not acknowledged, so completing it is
-as correct as dropping it, and it leaves no dangling commit behind.
+``index.lock``, with ``.git/index`` brought in line before the lock is let go.
+The write was not acknowledged, so completing it is as correct as dropping it,
+and it leaves no dangling commit behind.
 
 A lock file is removed only when it is provably the dead writer's: the ref
 lock when it holds nothing or the journal's commit id, ``index.lock`` when the
@@ -62,8 +63,10 @@ class JournaledStore(Protocol):
     """What recovery needs of the vault's git store (:class:`gitmem.store.git.GitStore`)."""
 
     root: Path
-    git_dir: Path
     repo: Any
+
+    @property
+    def git_dir(self) -> Path: ...
 
     def blob(self, sha: bytes) -> bytes: ...
 
@@ -149,7 +152,7 @@ def begin_write(store: JournaledStore, ref: bytes, parent: bytes | None, commit:
                 new_objects: Sequence[str] = ()) -> None:
     """Record an about-to-happen write (before its objects, files and ref are written)."""
     files = []
-    for change, written in zip(changes, writes):
+    for change, written in zip(changes, writes, strict=True):
         new = None if change.data is None else Blob.from_string(change.data).id.decode()
         old = _blob_id_of(store.root, change.path) if written else new
         files.append({"path": change.path, "old": old, "new": new, "write": bool(written)})

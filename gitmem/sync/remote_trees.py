@@ -34,7 +34,7 @@ def check_incoming_trees(repo: Repo, commits: list[bytes]) -> dict[bytes, tuple[
     submodule) and be a regular file holding a blob.  Returns each new blob:
     {blob sha: (path, commit that brought it)}.  Raises :class:`UnsafeRemoteTree`.
     """
-    from dulwich.objects import Blob, Commit, Tree
+    from dulwich.objects import Blob, Commit, ObjectID, Tree
     store = repo.object_store
     blobs: dict[bytes, tuple[str, bytes]] = {}
     for commit_id in commits:
@@ -49,7 +49,7 @@ def check_incoming_trees(repo: Repo, commits: list[bytes]) -> dict[bytes, tuple[
         while stack:
             prefix, tree_id, old_ids = stack.pop()
             tree = object_of(store, tree_id, Tree, commit_id, prefix.decode("utf-8", "backslashreplace") or "/")
-            olds = [store[o] for o in old_ids]
+            olds = [t for t in (store[ObjectID(o)] for o in old_ids) if isinstance(t, Tree)]
             for entry in tree.iteritems():
                 name, mode, sha = entry.path, entry.mode, entry.sha
                 if any(name in old and old[name] == (mode, sha) for old in olds):
@@ -71,7 +71,7 @@ def check_incoming_trees(repo: Repo, commits: list[bytes]) -> dict[bytes, tuple[
                         entry=shown, reason=exc.message, commit=commit_id.decode()) from None
                 if stat.S_ISDIR(mode):
                     subs = [old[name][1] for old in olds if name in old and stat.S_ISDIR(old[name][0])]
-                    stack.append((full + b"/", sha, [s for s in subs if isinstance(store[s], Tree)]))
+                    stack.append((full + b"/", sha, [s for s in subs if isinstance(store[ObjectID(s)], Tree)]))
                 else:
                     object_of(store, sha, Blob, commit_id, shown)
                     blobs.setdefault(sha, (shown, commit_id))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..store.git import GitStore
 
 __all__ = ["redact", "check_name", "normalise_url", "http_credentials", "credential_helper",
-           "add_config_section", "remove_config_section"]
+           "ssh_command", "add_config_section", "remove_config_section"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
@@ -94,6 +94,13 @@ def http_credentials(git: GitStore | None, url: str) -> tuple[str | None, str | 
         except OSError:
             continue
     return None, None
+
+
+def ssh_command() -> str | None:
+    """The ssh program (with its options) the environment asks for, as git reads it:
+    ``GIT_SSH_COMMAND``, else ``GIT_SSH``; None leaves the choice to the repository's
+    ``core.sshCommand``, then plain ``ssh`` (keys and agent as for ``git``)."""
+    return os.environ.get("GIT_SSH_COMMAND") or os.environ.get("GIT_SSH") or None
 
 
 def _port(parsed: Any) -> int | None:
@@ -184,7 +191,7 @@ def _header(section: str, subsection: str) -> str:
 
 def _is_header(line: str, section: str, subsection: str) -> bool:
     match = re.match(r'^\s*\[\s*([A-Za-z0-9.-]+)\s+"((?:[^"\\]|\\.)*)"\s*\]', line)
-    return bool(match) and match.group(1).lower() == section.lower() \
+    return match is not None and match.group(1).lower() == section.lower() \
         and re.sub(r"\\(.)", r"\1", match.group(2)) == subsection
 
 

@@ -24,9 +24,14 @@ and credentials come, at sync time only, from ``GITMEM_GIT_USERNAME`` /
 ``~/.git-credentials``.  Every URL in a message has its user info replaced by
 ``***``.  A failure before the integrate step leaves the vault untouched.
 
-What a remote sends is checked before anything is written, before HEAD moves
-and before the remote-tracking ref records it (so nothing refused is
-reachable from any ref):
+What a remote sends is fetched into a quarantine (:mod:`gitmem.sync.quarantine`)
+and checked before anything is written, before HEAD moves, before the
+remote-tracking ref records it and before its objects join the vault's store
+(so nothing refused is kept, and ``git fsck`` stays clean):
+
+* the remote's branch must share history with ours (a vault is its history,
+  not its folder): a branch with no common commit is another vault and is
+  refused (``unrelated_history``); an empty remote just receives ours;
 
 * every tree entry the incoming commits add or change (each commit against
   its parents, so the cost follows what arrives) must be a safe name (no
@@ -40,8 +45,10 @@ reachable from any ref):
 * a ``.gitmem.yaml`` that would weaken a safety setting (``secrets``,
   ``protected_types``, ``max_content_bytes``) arrives as a file, but the local
   value stays in force (pinned in ``.git/gitmem/config-pinned.json``, see
-  :mod:`gitmem.config`) until ``gitmem config accept``; one gitmem cannot use
-  refuses the sync (``invalid_remote_config``);
+  :mod:`gitmem.config`) until ``gitmem config accept``; a bad value in it
+  (out of range, not finite, an identity git cannot store) is held back, the
+  default in force, and named in ``warnings``; a file that is not a mapping
+  of settings refuses the sync (``invalid_remote_config``);
 * a memory arriving with a file name (stem, any case, any tier) the vault
   already uses is renamed ``<stem>-2.md`` (``-3`` ...) in the merge commit, so
   ``[[links]]`` keep one target.  A fast-forward that needs such a rename
@@ -53,7 +60,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -62,6 +68,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dulwich.objects import ObjectID
+from dulwich.refs import Ref
+
 from .. import safefs
 from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound, SyncError
 from ..memory.paths import MEMORY_MD
@@ -69,10 +78,22 @@ from ..store.catalog import stem_key
 from ..store.git import FileChange
 from ..store.purged import purged_in
 from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
+from .quarantine import Quarantine
 from .remote_trees import all_commits, check_incoming_trees
-from .remotes import add_config_section, check_name, http_credentials, normalise_url, redact, remove_config_section
+from .remotes import (
+    add_config_section,
+    check_name,
+    http_credentials,
+    normalise_url,
+    redact,
+    remove_config_section,
+    ssh_command,
+)
+from .transport import RemoteMoved, close_client, git_errors, remote_errors, server_said
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+
     from dulwich.client import GitClient
     from dulwich.repo import Repo
 
@@ -141,17 +162,6 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-class _RemoteMoved(Exception):
-    """The remote branch is not where we fetched it: fetch and integrate again.
-
-    ``busy``: another push held the remote's ref lock (it may have failed too, so
-    the branch may still be where we saw it); retry without calling the push refused."""
-
-    def __init__(self, busy: bool = False) -> None:
-        super().__init__("busy" if busy else "moved")
-        self.busy = busy
 
 
 class Syncer:
@@ -252,7 +262,8 @@ class Syncer:
         Raises :class:`SyncError` (``remote_unreachable``, ``auth_failed``,
         ``push_rejected``, ``dirty_worktree``, ``unsafe_remote_tree``,
         ``secret_detected``, ``invalid_remote_config``, ``purged_content``,
-        ``sync_error``) with the vault left usable; never a raw exception.
+        ``unrelated_history``, ``sync_error``) with the vault left usable; never
+        a raw exception.
         """
         started = time.perf_counter()
         who = self.store.author_of(author)
@@ -260,10 +271,10 @@ class Syncer:
         report = SyncReport(remote, redact(url), before=self.head)
         client, path = self._client(url)
         try:
-            with _git_errors(f"sync with {redact(url)}"):
+            with git_errors(f"sync with {redact(url)}"):
                 self._sync_loop(client, path, url, remote, who, report, max_attempts)
         finally:
-            _close_client(client)
+            close_client(client)
         report.after = self.head
         report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return report
@@ -276,23 +287,24 @@ class Syncer:
         for attempt in range(max(1, max_attempts)):
             if attempt:
                 _back_off(attempt)  # clones racing each other: do not retry in lock-step
-            with _timer(report, "fetch"):
-                tip = self._fetch(client, path, url, branch, remote)
-            if attempt and tip == previous and not busy:
-                raise SyncError(f"the remote {redact(url)} refused the push",
-                                code="push_rejected", hint="Check the remote's branch protection.")
-            previous = tip
-            with self.store.lock.hold(), _timer(report, "integrate"):
-                self._integrate(remote, tip, who, report)
-                if tip is not None:  # only once checked and integrated (see the module doc)
-                    self._track(remote, branch, tip)
+            with Quarantine(self.store.git.repo) as quarantine:
+                with _timer(report, "fetch"):
+                    tip = self._fetch(client, path, url, branch, quarantine)
+                if attempt and tip == previous and not busy:
+                    raise SyncError(f"the remote {redact(url)} refused the push",
+                                    code="push_rejected", hint="Check the remote's branch protection.")
+                previous = tip
+                with self.store.lock.hold(), quarantine.exposed(), _timer(report, "integrate"):
+                    self._integrate(remote, tip, who, report, quarantine)
+                    if tip is not None:  # only once checked and integrated (see the module doc)
+                        self._track(remote, branch, tip)
             head = self.store.git.head()
             if head is None or head == tip:
                 break
             try:
                 with _timer(report, "push"):
                     self._push(client, path, url, branch, tip, head)
-            except _RemoteMoved as moved:
+            except RemoteMoved as moved:
                 report.retries += 1
                 busy = moved.busy
                 continue
@@ -310,15 +322,17 @@ class Syncer:
     def _client(self, url: str) -> tuple[GitClient, str]:
         from dulwich.client import get_transport_and_path
         username, password = http_credentials(self.store.git, url)
-        with _remote_errors(url):
+        with remote_errors(url):
             return get_transport_and_path(url, config=self.store.git.repo.get_config_stack(), quiet=True,
-                                          username=username, password=password)
+                                          username=username, password=password, ssh_command=ssh_command())
 
     def _fetch(self, client: GitClient, path: str, url: str, branch: bytes,
-               remote: str) -> bytes | None:
+               quarantine: Quarantine) -> bytes | None:
         """Fetch ``branch`` from the remote; its tip (None: the remote has no such branch).
 
-        Only objects are stored: no ref records the tip until it has been checked.
+        Only objects are stored, in ``quarantine`` (readable through the vault's
+        store, moved into it once checked): no ref records the tip until it has
+        been checked.
 
         The tip is the one the objects were asked for (``wants``), not the refs the
         client reports afterwards: dulwich's local-path client reads the remote's
@@ -326,21 +340,21 @@ class Syncer:
         between would hand back a tip whose commits never arrived."""
         from dulwich.objects import Commit
         store = self.store.git.repo.object_store
-        seen: list[bytes | None] = []
+        seen: list[ObjectID | None] = []
 
-        def wants(refs: dict[bytes, bytes], *_: Any, **__: Any) -> list[bytes]:
-            sha = refs.get(branch)
+        def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+            sha = refs.get(Ref(branch))
             seen.append(None if sha in (None, _ZERO) else sha)
             return [sha] if sha and sha != _ZERO and sha not in store else []
 
-        with _remote_errors(url):
-            result = client.fetch(path.encode() if isinstance(path, str) else path, self.store.git.repo,
+        with remote_errors(url), quarantine.fetching():
+            result = client.fetch(path.encode() if isinstance(path, str) else path, quarantine.target,
                                   determine_wants=wants)
-        tip = seen[-1] if seen else (result.refs or {}).get(branch)
-        if tip in (None, _ZERO):
+        tip = seen[-1] if seen else (result.refs or {}).get(Ref(branch))
+        if tip is None or tip == _ZERO:
             return None
         try:
-            complete = isinstance(store[tip], Commit)
+            complete = isinstance(quarantine.read(tip), Commit)
         except KeyError:
             complete = False
         if not complete:
@@ -352,7 +366,7 @@ class Syncer:
     def _track(self, remote: str, branch: bytes, sha: bytes) -> None:
         """Record the remote's tip as ``refs/remotes/<remote>/<branch>`` (what ``git status`` compares to)."""
         name = branch.rsplit(b"/", 1)[-1]
-        self.store.git.repo.refs[b"refs/remotes/" + remote.encode() + b"/" + name] = sha
+        self.store.git.repo.refs[Ref(b"refs/remotes/" + remote.encode() + b"/" + name)] = ObjectID(sha)
         config = self.store.git.repo.get_config()
         if not config.has_section((b"branch", name)):
             add_config_section(self._config_path(), "branch", name.decode(),
@@ -363,43 +377,55 @@ class Syncer:
 
     def _push(self, client: GitClient, path: str, url: str, branch: bytes,
               expected: bytes | None, head: bytes) -> None:
-        """Move the remote branch from ``expected`` to ``head``; :class:`_RemoteMoved` if it moved."""
+        """Move the remote branch from ``expected`` to ``head``; :class:`RemoteMoved` if it moved."""
         repo = self.store.git.repo
         moved: list[bool] = []
 
-        def update_refs(refs: dict[bytes, bytes]) -> dict[bytes, bytes]:
-            current = refs.get(branch)
+        def update_refs(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
+            current = refs.get(Ref(branch))
             if (None if current in (None, _ZERO) else current) != expected:
                 moved.append(True)
                 return {}
-            return {branch: head}
+            return {Ref(branch): ObjectID(head)}
 
         def pack(have: Any, want: Any, *, ofs_delta: bool = False, progress: Any = None) -> Any:
             return repo.generate_pack_data(set(have), set(want), progress=progress, ofs_delta=ofs_delta)
 
+        said = bytearray()   # what the server's side says (hook output: "remote: ..."), kept short
+
+        def heard(data: bytes) -> None:
+            del said[:max(0, len(said) + len(data) - 4096)]
+            said.extend(data[-4096:])
+
+        from dulwich.errors import SendPackError
         from dulwich.file import FileLocked
-        with _remote_errors(url):
+        hint = "Your commits are kept here; once the server accepts pushes again, sync again."
+        with remote_errors(url):
             try:
-                result = client.send_pack(path.encode() if isinstance(path, str) else path, update_refs, pack)
+                result = client.send_pack(path.encode() if isinstance(path, str) else path, update_refs, pack,
+                                          progress=heard)
             except FileLocked:
                 # A local-path remote: another clone's push holds the branch's lock file.
-                raise _RemoteMoved(busy=True) from None
+                raise RemoteMoved(busy=True) from None
+            except SendPackError as exc:   # the server could not take the pack (size limit, full disk)
+                raise SyncError(f"the remote {redact(url)} could not store the push: "
+                                f"{redact(str(exc))}{server_said(said)}", code="push_rejected", hint=hint) from None
         if moved:
-            raise _RemoteMoved()
+            raise RemoteMoved()
         status = (result.ref_status or {}).get(branch)
         if status is not None:
             text = str(status)
             if "lock" in text:   # git: "failed to lock", "cannot lock ref ..." (another push)
-                raise _RemoteMoved(busy=True)
+                raise RemoteMoved(busy=True)
             if any(w in text for w in ("non-fast-forward", "fetch first", "unable to set", "stale",
                                       "failed to update")):
-                raise _RemoteMoved()
-            raise SyncError(f"the remote {redact(url)} refused the push: {redact(text)}",
-                            code="push_rejected")
+                raise RemoteMoved()
+            raise SyncError(f"the remote {redact(url)} refused the push: {redact(text)}{server_said(said)}",
+                            code="push_rejected", hint=hint)
 
     # ----------------------------------------------------------- integrate
     def _integrate(self, remote: str, tip: bytes | None, who: Identity,
-                   report: SyncReport) -> None:
+                   report: SyncReport, quarantine: Quarantine) -> None:
         """Bring the fetched ``tip`` into our branch and working tree (lock held).
 
         Everything that arrives is checked before anything is written (tree
@@ -409,6 +435,7 @@ class Syncer:
             return
         if local is None:
             raise SyncError("the vault has no commits yet", hint="Create it with gitmem init first.")
+        self._refuse_unrelated(remote, local, tip)
         incoming = self.store.git.walk_new(local, tip)
         blobs = check_incoming_trees(self.store.git.repo, incoming)
         self._check_incoming_secrets(remote, blobs)
@@ -420,6 +447,7 @@ class Syncer:
                 code="purged_content",
                 hint=f"Rewrite the remote too: 'git push --force {remote} HEAD' once nobody else "
                      "pushed (every other clone must purge or re-clone), then sync again.")
+        quarantine.keep()   # checked: what arrived joins the vault's objects
         report.outside_edits = self._commit_pending_edits()
         local = self.store.git.head()
         assert local is not None
@@ -444,6 +472,18 @@ class Syncer:
         with _timer(report, "catch_up"):
             self._after_sync(changes, report)
 
+    def _refuse_unrelated(self, remote: str, local: bytes, tip: bytes) -> None:
+        """A vault is its history, wherever it is checked out: a remote branch with no
+        commit in common with ours is another vault, never merged into this one."""
+        from dulwich.graph import find_merge_base
+        if find_merge_base(self.store.git.repo, [ObjectID(local), ObjectID(tip)]):
+            return
+        raise SyncError(
+            f"{remote} holds another vault: its history shares no commit with this one",
+            code="unrelated_history",
+            hint=f"Check the URL (gitmem remote list). To share this vault, point {remote} at an "
+                 "empty repository or a clone of this vault; nothing was changed.")
+
     def _merge_commit(self, local: bytes, tip: bytes, label: str, who: Identity,
                       report: SyncReport, arrived: list[FileChange] | None = None) -> list[FileChange]:
         """Commit the merge of ``tip`` into ``local`` (two parents); the files it changed.
@@ -454,7 +494,7 @@ class Syncer:
 
         from ..write.merge import MergeOutcome
         if arrived is None:
-            bases = find_merge_base(self.store.git.repo, [local, tip])
+            bases = find_merge_base(self.store.git.repo, [ObjectID(local), ObjectID(tip)])
             outcome = merge_trees(self.store.git, bases[0] if bases else None, local, tip,
                                   is_memory_path=self.store.is_memory_path, tiers=self.store.config.tiers)
             changes = list(outcome.changes)
@@ -467,9 +507,9 @@ class Syncer:
         self._refuse_dirty(local, changes)
         if self.store.config.memory_index:
             written, removed = self.pipeline.parse_changes(changes)
-            index_change = self.pipeline.memory_md_change(changes, written, removed)
-            if index_change is not None:
-                changes.append(index_change)
+            memory_md = self.pipeline.memory_md_change(changes, written, removed)
+            if memory_md is not None:
+                changes.append(memory_md)
         lines = [f"merged {m}" for m in outcome.merged]
         lines += [f"conflict {c['id']}: theirs kept as {c['copy_path']}" for c in outcome.conflicts]
         lines += [f"kept {k} (deleted on one side, changed on the other)" for k in outcome.kept]
@@ -600,6 +640,7 @@ class Syncer:
             raise SyncError(f"the remote's {CONFIG_FILE} cannot be used: {exc.message}",
                             code="invalid_remote_config",
                             hint=f"Fix {CONFIG_FILE} on the remote, then sync again; nothing was changed.") from None
+        report.warnings += [f"{problem}: held back, the default is in force" for problem in incoming.problems]
         weakened = weakened_settings(self._current_config(), incoming)
         before = pin_entries(self.store.root)
         after = {key: before[key] for key in before if key in SAFETY_KEYS}
@@ -643,8 +684,8 @@ class Syncer:
     # ------------------------------------------------------ work tree
     def _commit_pending_edits(self) -> str | None:
         """Commit outside edits (memory files, and a hand-edited MEMORY.md) before integrating."""
-        sha = self.pipeline.commit_outside_edits()
-        return self.pipeline.keep_memory_md_edit("kept before sync", tracked_only=True) or sha
+        sha = self.pipeline.outside.commit()
+        return self.pipeline.outside.keep_memory_md_edit("kept before sync", tracked_only=True) or sha
 
     def _refuse_dirty(self, head: bytes, changes: list[FileChange]) -> None:
         """Raise ``dirty_worktree`` if a file about to be replaced holds uncommitted
@@ -700,7 +741,7 @@ class Syncer:
             self.history.sync_history()
         except Exception as exc:  # noqa: BLE001 - same: history catches up on the next write
             problems.append(f"memory history not updated ({type(exc).__name__}: {exc})")
-        self.pipeline.schedule_index_flush()
+        self.pipeline.background.schedule()
         if report is not None:
             report.warnings += problems
 
@@ -722,12 +763,15 @@ def clone_repository(url: str, path: str | os.PathLike[str]) -> Path:
         raise InvalidInput(f"{target} already exists and is not an empty folder")
     created = not target.exists()
     username, password = http_credentials(None, url)
-    extra = {"username": username, "password": password} if password else {}
     try:
-        with _remote_errors(url):
-            repo = porcelain.clone(url, str(target), checkout=False, errstream=io.BytesIO(), **extra)
+        with remote_errors(url):
+            if password:
+                repo = porcelain.clone(url, str(target), checkout=False, errstream=io.BytesIO(),
+                                       username=username or "", password=password)
+            else:
+                repo = porcelain.clone(url, str(target), checkout=False, errstream=io.BytesIO())
         try:
-            with _git_errors(f"clone from {redact(url)}"):
+            with git_errors(f"clone from {redact(url)}"):
                 check_incoming_trees(repo, all_commits(repo))
                 if _head_or_none(repo) is not None:
                     # Safe now: every entry is a checked name and a plain file or folder.
@@ -746,7 +790,7 @@ def _listing(paths: list[str]) -> str:
 
 def _head_or_none(repo: Repo) -> bytes | None:
     try:
-        return repo.refs[b"HEAD"]
+        return repo.refs[Ref(b"HEAD")]
     except KeyError:
         return None
 
@@ -788,88 +832,3 @@ def _back_off(attempt: int) -> None:
     """Wait a little, randomly, before retry ``attempt`` (1, 2 ...): clones that
     lost the same race spread out instead of colliding again."""
     time.sleep(random.uniform(0.0, min(0.05 * 2 ** attempt, 1.0)))
-
-
-def _close_client(client: GitClient) -> None:
-    """Release the client's connections (http keeps a pool of sockets)."""
-    try:
-        client.close()
-        pool = getattr(client, "pool_manager", None)
-        if pool is not None:
-            pool.clear()
-    except Exception:  # noqa: BLE001 - cleanup must not hide the sync's own result
-        pass
-
-
-def _release_responses(exc: BaseException) -> None:
-    """Close the http responses a failed request left open.
-
-    dulwich raises ``HTTPUnauthorized`` (401), ``NotGitRepository`` (404) and
-    other status errors without closing the response it read them from, so its
-    socket would stay open until garbage collection (a ``ResourceWarning``);
-    the responses are found in the frames the exception passed through."""
-    try:
-        from urllib3.response import BaseHTTPResponse
-    except ImportError:  # pragma: no cover - dulwich's http client needs urllib3
-        return
-    tb = exc.__traceback__
-    while tb is not None:
-        for value in list(tb.tb_frame.f_locals.values()):
-            if isinstance(value, BaseHTTPResponse):
-                try:
-                    value.close()
-                except Exception:  # noqa: BLE001 - best effort cleanup
-                    pass
-        tb = tb.tb_next
-
-
-@contextmanager
-def _remote_errors(url: str) -> Iterator[None]:
-    """Turn transport failures into one clear :class:`SyncError`, URLs redacted."""
-    from dulwich.client import HTTPUnauthorized
-    from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
-    shown = redact(url)
-    try:
-        try:
-            yield
-        except Exception as exc:
-            _release_responses(exc)
-            raise
-    except (SyncError, _RemoteMoved):
-        raise
-    except HTTPUnauthorized:
-        raise SyncError(f"authentication failed for {shown}", code="auth_failed",
-                        hint="Set up a git credential helper or ~/.git-credentials, or export "
-                             "GITMEM_GIT_USERNAME and GITMEM_GIT_PASSWORD (a token).") from None
-    except NotGitRepository:
-        raise SyncError(f"no git repository at {shown}", code="remote_unreachable",
-                        hint="Check the path or URL (gitmem remote list); the vault is unchanged.") from None
-    except HangupException as exc:
-        text = redact(str(exc) or "the remote hung up")
-        code = "auth_failed" if re.search(r"(?i)permission denied|authenticat|publickey", text) else \
-            "remote_unreachable"
-        raise SyncError(f"cannot reach {shown}: {text}", code=code,
-                        hint="Check the network, the URL and your ssh keys/agent; the vault is unchanged.") from None
-    except (GitProtocolError, OSError) as exc:
-        raise SyncError(f"cannot reach {shown}: {redact(str(exc)) or type(exc).__name__}",
-                        code="remote_unreachable",
-                        hint="Check the network and the URL; the vault is unchanged.") from None
-    except Exception as exc:  # noqa: BLE001 - urllib3 and ssh errors vary by version
-        name = type(exc).__name__
-        code = "remote_unreachable" if any(w in name for w in ("Connection", "Timeout", "MaxRetry", "NewConnection",
-                                                               "Resolution", "Protocol", "SSL")) else "sync_error"
-        raise SyncError(f"sync with {shown} failed: {name}: {redact(str(exc))}", code=code,
-                        hint="The vault is unchanged.") from None
-
-
-@contextmanager
-def _git_errors(what: str) -> Iterator[None]:
-    """Anything that is not a gitmem error (dulwich's, the file system's) becomes a
-    :class:`SyncError`: a sync racing other processes never ends in a traceback."""
-    try:
-        yield
-    except (GitmemError, _RemoteMoved):
-        raise
-    except Exception as exc:  # noqa: BLE001 - dulwich and OS errors vary
-        raise SyncError(f"{what} failed: {type(exc).__name__}: {redact(str(exc))}", code="sync_error",
-                        hint="Run it again; what was committed so far is kept.") from exc

@@ -42,8 +42,11 @@ from .. import safefs
 from ..errors import InvalidInput
 from ..memory.markdown import parse_text
 from ..memory.schema import clean_metadata, derive
+from ..sync.quarantine import remove_refused_objects
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     from ..services import Services
 
 __all__ = ["Finding", "diagnose"]
@@ -78,7 +81,7 @@ def diagnose(services: Services, *, repair: bool = False) -> list[Finding]:
         locks = _git_locks(services, repair)  # first: a stale index.lock would block the index repair
         services.reader.scan()
         return [_frontmatter(services), _metadata(services), _index(services, repair), _worktree(services),
-                _git_index(services, repair), _temp_files(services, repair), _fsck(services), catalog,
+                _git_index(services, repair), _temp_files(services, repair), _fsck(services, repair), catalog,
                 locks, _recovery(services), _secrets(services), _memory_index(services, repair), _links(services),
                 _held_config(services)]
 
@@ -151,7 +154,7 @@ def _index(services: Services, repair: bool) -> Finding:
 
 
 def _worktree(services: Services) -> Finding:
-    changes = services.pipeline.outside_changes()
+    changes = services.pipeline.outside.changes()
     paths = [c.path for c in changes]
     return Finding("worktree", not paths,
                    f"{len(paths)} memory file(s) changed but not committed "
@@ -171,8 +174,9 @@ def _git_index(services: Services, repair: bool) -> Finding:
     head_files = services.store.git.list_tree(services.store.git.head())
     index = services.store.git.repo.open_index()
     missing = _index_missing_blobs(services)
+    # A conflicted entry has stages, not one sha: it disagrees with HEAD too.
     off = sorted(path for path, sha in head_files.items()
-                 if path.encode() not in index or index[path.encode()].sha != sha)
+                 if path.encode() not in index or getattr(index[path.encode()], "sha", None) != sha)
     paths = sorted(set(off) | set(missing))
     details = {path: f"names blob {sha}, which is not in the repository" for path, sha in missing.items()}
     if missing:
@@ -198,7 +202,7 @@ def _index_missing_blobs(services: Services) -> dict[str, str]:
     missing: dict[str, str] = {}
     for path, entry in services.store.git.repo.open_index().iteritems():
         sha = getattr(entry, "sha", None)  # a conflicted entry has stages, not one sha
-        if sha is None or (entry.mode & 0o170000) == 0o160000:  # a submodule names a commit
+        if sha is None or (getattr(entry, "mode", 0) & 0o170000) == 0o160000:  # a submodule names a commit
             continue
         if sha not in store:
             missing[path.decode("utf-8", "surrogateescape")] = sha.decode()
@@ -232,15 +236,18 @@ def _removable(services: Services, check: str, rels: list[str], problem: str, fi
     return finding
 
 
-def _fsck(services: Services) -> Finding:
+def _fsck(services: Services, repair: bool = False) -> Finding:
     git = shutil.which("git")
     if git:
+        # Repair: objects a refused sync of an older gitmem left behind (nothing uses them).
+        removed = remove_refused_objects(services.store.root) if repair else []
         result = subprocess.run([git, "fsck", "--no-progress", "--no-dangling"], cwd=services.store.root,
                                 capture_output=True, text=True, check=False)
         text = (result.stdout + result.stderr).strip()
         return Finding("fsck", result.returncode == 0 and not text,
                        "git fsck: repository is valid" if result.returncode == 0 and not text
-                       else f"git fsck reported problems: {text[:500]}")
+                       else f"git fsck reported problems: {text[:500]}",
+                       repaired=[f"removed unused object {sha}" for sha in removed])
     problems = []
     head = services.store.git.head()
     if head is not None:
@@ -304,7 +311,7 @@ def _git_locks(services: Services, repair: bool) -> Finding:
     """Lock files in .git that no live process is using (older than a minute)."""
     import time
     git_dir = services.store.git.git_dir
-    candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
+    candidates: list[Path | str] = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
     for folder, _, files in os.walk(git_dir / "refs"):
         candidates += [os.path.join(folder, f) for f in files if f.endswith(".lock")]
     objects = git_dir / "objects"
@@ -371,9 +378,15 @@ def _held_config(services: Services) -> Finding:
     held = services.syncer.pending_config()
     details = {key: f"kept {entry['kept']!r}; .gitmem.yaml says {entry['file']!r}"
                for key, entry in held.items()}
-    return Finding("config", not held,
-                   f"{len(held)} weaker safety setting(s) from a sync held back: review them, then "
-                   "'gitmem config accept'" if held else "no safety settings held back", sorted(held), details)
+    # Bad values of .gitmem.yaml (a person's or one that arrived by sync): held back, defaults in force.
+    bad = list(services.store.config.problems)
+    details.update({f"bad value {n}": f"{text} (the default is in force; fix .gitmem.yaml)"
+                    for n, text in enumerate(bad, 1)})
+    summary = (f"{len(held)} weaker safety setting(s) from a sync held back: review them, then "
+               "'gitmem config accept'" if held else "no safety settings held back")
+    if bad:
+        summary += f"; {len(bad)} bad value(s) in .gitmem.yaml held back (defaults in force)"
+    return Finding("config", not held and not bad, summary, sorted(held), details)
 
 
 def _memory_index(services: Services, repair: bool) -> Finding:

@@ -64,10 +64,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dulwich.object_store import iter_tree_contents
-from dulwich.objects import Blob, Commit, Tag, Tree
+from dulwich.objects import Blob, Commit, ObjectID, Tag, Tree
+from dulwich.refs import Ref
 
 from .. import safefs
 from ..errors import NotFound, StorageError, UnsafePath
@@ -78,9 +79,11 @@ from ..store.catalog import id_from_blob
 from ..store.git import blob_id
 from ..store.purged import PURGE_JOURNAL, record_purged
 from ..store.recovery import PendingObjects, needs_recovery, recover
-from ..write.memory_md import render_index
+from ..write.memory_md import render_memory_md
 
 if TYPE_CHECKING:  # pragma: no cover
+    from dulwich.pack import ObjectContainer
+
     from ..services import Services
 
 __all__ = ["PurgeReport", "purge", "recover_purge", "REMOTE_WARNING",
@@ -171,12 +174,12 @@ class _Rewriter:
         self.purged_blobs: set[bytes] = set()
         self.bodies: set[str] = set()     # stripped bodies of removed versions
         self.blob_info: dict[bytes, tuple[str | None, str | None, str]] = {}
-        self.trees: dict[tuple[bytes, str], bytes] = {}
-        self.index_blobs: dict[tuple[bytes, int], bytes] = {}
-        self.new_trees: dict[bytes, bytes] = {}
-        self.commits: dict[bytes, bytes | None] = {}
+        self.trees: dict[tuple[bytes, str], ObjectID] = {}
+        self.index_blobs: dict[tuple[bytes, int], ObjectID] = {}
+        self.new_trees: dict[bytes, ObjectID] = {}
+        self.commits: dict[ObjectID, ObjectID | None] = {}
         self.dropped_commits: set[bytes] = set()
-        self.notes_trees: dict[bytes, bytes] = {}
+        self.notes_trees: dict[bytes, ObjectID] = {}
         self.note_verdicts: dict[bytes, bool] = {}
         self.fragments: set[str] | None = None  # of the removed bodies, once all are known
         self.notes_dropped: set[tuple[bytes, bytes]] = set()  # (annotated object, note blob)
@@ -215,7 +218,7 @@ class _Rewriter:
                 self.stems.add(path.rsplit("/", 1)[-1][:-3])
         return purged
 
-    def _index_blob(self, sha: bytes) -> bytes:
+    def _index_blob(self, sha: ObjectID) -> ObjectID:
         """``MEMORY.md`` without the lines of removed files (cached per version and stem count)."""
         key = (sha, len(self.stems))
         if key not in self.index_blobs:
@@ -233,7 +236,7 @@ class _Rewriter:
         return self.index_blobs[key]
 
     # ------------------------------------------------------------- trees
-    def tree(self, tree_id: bytes, prefix: str = "") -> bytes:
+    def tree(self, tree_id: ObjectID, prefix: str = "") -> ObjectID:
         """The tree without the purged files (``_EMPTY_TREE`` when nothing is left)."""
         key = (tree_id, prefix)
         if key in self.trees:
@@ -299,10 +302,10 @@ class _Rewriter:
         if tree == _EMPTY_TREE and tree not in self.pending:
             self.pending.add_object(Tree())  # a commit needs its (empty) tree stored
 
-    def commit(self, sha: bytes) -> bytes | None:
+    def commit(self, sha: ObjectID) -> ObjectID | None:
         """The rewritten commit for ``sha`` (None: dropped, with no parent to stand for it)."""
         old: Commit = self.pending[sha]
-        parents: list[bytes] = []
+        parents: list[ObjectID] = []
         for parent in old.parents:
             mapped = self.commits.get(parent, parent)
             if mapped is not None and mapped not in parents:
@@ -322,7 +325,7 @@ class _Rewriter:
         self.rewritten += 1
         return self._copy_commit(old, tree, parents, message)
 
-    def _copy_commit(self, old: Commit, tree: bytes, parents: list[bytes], message: bytes) -> bytes:
+    def _copy_commit(self, old: Commit, tree: ObjectID, parents: list[ObjectID], message: bytes) -> ObjectID:
         new = Commit()
         new.tree, new.parents = tree, parents
         new.author, new.committer = old.author, old.committer
@@ -333,7 +336,7 @@ class _Rewriter:
         self.pending.add_object(new)
         return new.id
 
-    def rewrite_history(self, tips: Iterable[bytes]) -> None:
+    def rewrite_history(self, tips: Iterable[ObjectID]) -> None:
         """Map every commit reachable from ``tips`` (oldest first).  All trees are
         rewritten before any commit, so every message is scrubbed of every copy found."""
         repo = self.services.store.git.repo
@@ -346,7 +349,7 @@ class _Rewriter:
         for sha in order:
             self.commits[sha] = self.commit(sha)
 
-    def replace_memory_index(self, sha: bytes, text: bytes) -> bytes:
+    def replace_memory_index(self, sha: ObjectID, text: bytes) -> ObjectID:
         """A copy of commit ``sha`` whose ``MEMORY.md`` is ``text`` (``sha`` if it already is)."""
         old: Commit = self.pending[sha]
         root: Tree = self.pending[old.tree]
@@ -381,16 +384,17 @@ class _Rewriter:
             self.note_verdicts[sha] = found
         return self.note_verdicts[sha]
 
-    def _notes_tree(self, tree_id: bytes, moved: dict[bytes, bytes | None]) -> bytes:
+    def _notes_tree(self, tree_id: ObjectID, moved: dict[ObjectID, ObjectID | None]) -> ObjectID:
         if tree_id in self.notes_trees:
             return self.notes_trees[tree_id]
-        files: dict[bytes, tuple[int, bytes]] = {}
+        files: dict[bytes, tuple[int, ObjectID]] = {}
         changed = False
-        for entry in iter_tree_contents(self.pending, tree_id):
+        # iter_tree_contents only reads trees by sha, all the pending objects offer.
+        for entry in iter_tree_contents(cast("ObjectContainer", self.pending), tree_id):
             path = entry.path
             key = path.replace(b"/", b"")
             if len(key) == 40 and re.fullmatch(rb"[0-9a-f]{40}", key):
-                target = moved.get(key, key)
+                target = moved.get(ObjectID(key), key)
                 if (target is None or key in self.purged_blobs or key in self.dropped_commits
                         or self._note_holds_purged(entry.sha)):
                     changed = True
@@ -408,7 +412,7 @@ class _Rewriter:
         self.notes_trees[tree_id] = result
         return result
 
-    def _build_tree(self, files: dict[bytes, tuple[int, bytes]]) -> bytes:
+    def _build_tree(self, files: dict[bytes, tuple[int, ObjectID]]) -> ObjectID:
         root: dict[bytes, Any] = {}
         for path, value in files.items():
             node = root
@@ -417,7 +421,7 @@ class _Rewriter:
                 node = node.setdefault(part, {})
             node[parts[-1]] = value
 
-        def write(node: dict[bytes, Any]) -> bytes:
+        def write(node: dict[bytes, Any]) -> ObjectID:
             tree = Tree()
             for name, value in node.items():
                 if isinstance(value, dict):
@@ -428,11 +432,11 @@ class _Rewriter:
             return tree.id
         return write(root)
 
-    def rewrite_notes(self, tip: bytes, moved: dict[bytes, bytes | None]) -> bytes | None:
+    def rewrite_notes(self, tip: ObjectID, moved: dict[ObjectID, ObjectID | None]) -> ObjectID | None:
         """The new tip of a notes ref (None: no note left, delete the ref)."""
         repo = self.services.store.git.repo
         order = [entry.commit.id for entry in repo.get_walker(include=[tip], order="topo")][::-1]
-        mapped: dict[bytes, bytes] = {}
+        mapped: dict[bytes, ObjectID] = {}
         for sha in order:
             old: Commit = self.pending[sha]
             tree = self._notes_tree(old.tree, moved)
@@ -465,7 +469,8 @@ def _history_of(services: Services, memory_id: str) -> tuple[set[str], set[str]]
     row_paths = [row.path for row in services.store.catalog.by_id(memory_id)]
     paths.update(row_paths)
     for path in row_paths:
-        title = services.store.catalog.row(path).meta.get("title") if services.store.catalog.row(path) else None
+        row = services.store.catalog.row(path)
+        title = row.meta.get("title") if row else None
         if isinstance(title, str) and title.strip():
             titles.add(title.strip())
     return paths, titles
@@ -486,7 +491,7 @@ def _render_without(services: Services, removed: set[str], ids: set[str]) -> byt
         removed |= {row.path for row in services.store.catalog.by_id(memory_id)}
     with services.store.catalog.what_if():
         services.store.catalog.drop(sorted(removed))
-        return render_index(services.store.catalog, services.store.config).encode("utf-8")
+        return render_memory_md(services.store.catalog, services.store.config).encode("utf-8")
 
 
 def _plan(services: Services, rewriter: _Rewriter, report: PurgeReport) -> dict[str, Any]:
@@ -496,8 +501,8 @@ def _plan(services: Services, rewriter: _Rewriter, report: PurgeReport) -> dict[
     symrefs = set(repo.refs.get_symrefs())
     refs = {name: sha for name, sha in repo.refs.as_dict().items()
             if name != b"HEAD" and name not in symrefs}
-    tips: dict[bytes, tuple[bytes, bytes, Tag | None]] = {}
-    notes: dict[bytes, bytes] = {}
+    tips: dict[Ref, tuple[ObjectID, ObjectID, Tag | None]] = {}
+    notes: dict[Ref, ObjectID] = {}
     for name, sha in refs.items():
         obj = store[sha]
         target = obj.object[1] if isinstance(obj, Tag) else sha
@@ -511,10 +516,10 @@ def _plan(services: Services, rewriter: _Rewriter, report: PurgeReport) -> dict[
     report.commits_rewritten, report.commits_dropped = rewriter.rewritten, rewriter.dropped
     report.conflict_copies = sorted(rewriter.copies)
 
-    head_ref = services.store.git.head_ref()
+    head_ref = Ref(services.store.git.head_ref())
     old_head = tips[head_ref][1] if head_ref in tips else None
     new_head = rewriter.commits.get(old_head, old_head) if old_head is not None else None
-    regenerated: dict[bytes, bytes] = {}
+    regenerated: dict[ObjectID, ObjectID] = {}
     if (old_head is not None and new_head is not None and new_head != old_head
             and services.store.config.memory_index):
         removed = set(_files(store, old_head)) - set(_files(store, new_head))
@@ -524,7 +529,7 @@ def _plan(services: Services, rewriter: _Rewriter, report: PurgeReport) -> dict[
             regenerated[new_head] = regen
             report.memory_index_regenerated = True
 
-    def final(old: bytes) -> bytes | None:
+    def final(old: ObjectID) -> ObjectID | None:
         mapped = rewriter.commits.get(old, old)
         return None if mapped is None else regenerated.get(mapped, mapped)
 
@@ -556,7 +561,8 @@ def _plan(services: Services, rewriter: _Rewriter, report: PurgeReport) -> dict[
                  after[path].decode() if path in after else None]
                 for path in sorted(set(before) | set(after)) if before.get(path) != after.get(path)]
     report.old_head = old_head.decode() if old_head else None
-    report.new_head = (final_head or old_head).decode() if (final_head or old_head) else None
+    shown = final_head or old_head
+    report.new_head = shown.decode() if shown else None
     report.refs_updated = [m[0] for m in moves if m[0] is not None]
     return {"pid": os.getpid(), "id": rewriter.id, "step": "objects", "ids": sorted(rewriter.ids),
             "paths": sorted(rewriter.paths | rewriter.removed_paths), "refs": moves,
@@ -574,7 +580,7 @@ def purge(services: Services, ref: str) -> PurgeReport:
         if not paths:
             raise NotFound(f"no file of memory {memory_id} was ever committed")
         report = PurgeReport(memory_id, sorted(paths))
-        services.pipeline.flush(10.0)
+        services.pipeline.background.flush(10.0)
         rewriter = _Rewriter(services, memory_id, paths, titles)
         record = _plan(services, rewriter, report)  # in memory only: a kill here changes nothing
         report.paths = sorted(set(report.paths) | rewriter.removed_paths)

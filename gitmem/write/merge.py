@@ -152,7 +152,7 @@ def _resolve(git: GitStore, key: tuple[str, str], b: _State, o: _State, t: _Stat
     path = _merged_path(b, o, t)
     if key[0] == "path":
         merged = _merge_text(base_data, o_data, t_data) if path is not None else None
-        if merged is None:
+        if merged is None or path is None:
             out.kept_ours.append(o[0])
             return (o[0], o_data), None
         out.merged.append(key[1])
@@ -208,9 +208,11 @@ def _conflict_copy(memory_id: str, our_path: str, their_path: str, data: bytes) 
     meta["title"] = f"{meta['title']} (sync conflict)"[:200]
     meta["status"] = CONFLICT_STATUS
     meta[CONFLICT_FIELD] = memory_id
-    tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+    given_tags = meta.get("tags")
+    tags = given_tags if isinstance(given_tags, list) else []
     meta["tags"] = list(tags) + ([CONFLICT_TAG] if CONFLICT_TAG not in tags else [])
-    related = meta.get("related") if isinstance(meta.get("related"), list) else []
+    given_related = meta.get("related")
+    related = given_related if isinstance(given_related, list) else []
     meta["related"] = list(related) + [{"id": memory_id, "relation": "derived_from"}]
     folder, _, name = their_path.rpartition("/")
     stem = name[:-3] if name.endswith(".md") else name
@@ -268,7 +270,7 @@ def merge_memory(base: bytes | None, ours: bytes, theirs: bytes, *, tier: str | 
             value = o
         elif key == "updated" and isinstance(o, str) and isinstance(t, str):
             value = max(o, t)
-        elif key == "retrievals" and all(isinstance(x, int) for x in (o, t)):
+        elif key == "retrievals" and isinstance(o, int) and isinstance(t, int):
             value = o + t - (b if isinstance(b, int) else 0)
         elif key in _SET_FIELDS and all(isinstance(x, list) or x is None for x in (b, o, t)):
             value = _merge_list(b or [], o or [], t or [])
