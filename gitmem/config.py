@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ import yaml
 from .errors import InvalidMetadata, StorageError
 from .memory.schema import DEFAULT_TIERS, MEMORY_TYPES
 
-__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "Identity", "DEFAULT_CONFIG_TEXT",
-           "SAFETY_KEYS", "PIN_FILE", "safety_values", "weakened_settings", "read_pins", "write_pins",
-           "clear_pins", "pending_changes", "pin_entries"]
+__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "SyncSettings", "Identity", "DEFAULT_CONFIG_TEXT",
+           "SAFETY_KEYS", "PIN_FILE", "remote_setting", "safety_values", "weakened_settings", "read_pins",
+           "write_pins", "clear_pins", "pending_changes", "pin_entries"]
 
 CONFIG_NAME = ".gitmem.yaml"
 # Settings that guard the vault.  A sync never weakens them silently: the local
@@ -44,6 +45,13 @@ MAX_CONTENT_BYTES_LIMIT = 1 << 30
 MAX_INDEX_LINES = 100_000
 MAX_DAYS = 36_500.0
 MAX_RETRIEVALS = 1_000_000
+# Background sync (``sync: {remote, interval}``): seconds between fetches.  The file travels
+# with sync, so its lower bound keeps a collaborator's value from hammering the server.
+SYNC_INTERVAL_DEFAULT = 60.0
+SYNC_INTERVAL_MIN = 5.0
+SYNC_INTERVAL_MAX = 86_400.0
+# A remote name git accepts (as ``gitmem remote add`` checks it).
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 DEFAULT_CONFIG_TEXT = """\
 # gitmem vault configuration. Edit freely; gitmem reads it on every open.
@@ -206,6 +214,45 @@ def _fraction(value: Any, name: str) -> float:
 
 
 @dataclass(frozen=True)
+class SyncSettings:
+    """Background sync of long-running processes (``sync:`` in the config): ``remote``
+    (None: off) and ``interval``, the seconds between fetches.  Whether the remote is
+    configured in this clone is checked when the sync starts (remotes live in
+    ``.git/config``, not in the shared file)."""
+
+    remote: str | None = None
+    interval: float = SYNC_INTERVAL_DEFAULT
+
+
+def remote_setting(value: Any, name: str = "sync.remote") -> str | None:
+    """A remote name as a setting or a flag gives it: None for ``off``, ``none``,
+    ``false`` or empty (no background sync); else a name git accepts."""
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in
+                                           ("", "off", "none", "false", "no")):
+        return None
+    if not isinstance(value, str) or not _REMOTE_NAME.fullmatch(value) or ".." in value \
+            or value.endswith((".lock", ".")):
+        raise InvalidMetadata(f"{CONFIG_NAME}: {name} must be a remote name (letters, digits, '.', '_', "
+                              "'-') or off")
+    return value
+
+
+def _sync(value: Any) -> SyncSettings:
+    if value is None or value is False:   # `sync: off`
+        return SyncSettings()
+    if not isinstance(value, dict):
+        raise InvalidMetadata(f"{CONFIG_NAME}: sync must be a mapping such as {{remote: origin, interval: 60}}, "
+                              "or off")
+    unknown = sorted(str(k) for k in value if k not in ("remote", "interval"))
+    if unknown:
+        raise InvalidMetadata(f"{CONFIG_NAME}: sync has unknown key(s) {', '.join(unknown)} "
+                              "(it takes remote and interval)")
+    interval = float(_bounded(value.get("interval", SYNC_INTERVAL_DEFAULT), "sync.interval",
+                              SYNC_INTERVAL_MIN, SYNC_INTERVAL_MAX))
+    return SyncSettings(remote_setting(value.get("remote")), interval)
+
+
+@dataclass(frozen=True)
 class VaultConfig:
     """Parsed ``.gitmem.yaml``; defaults for anything missing."""
 
@@ -218,6 +265,7 @@ class VaultConfig:
     memory_index: bool = True
     memory_index_lines: int = 200
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
+    sync: SyncSettings = field(default_factory=SyncSettings)
     extra: dict[str, Any] = field(default_factory=dict)
     # Safety settings held at their local value after a sync brought weaker ones.
     pinned: tuple[str, ...] = ()
@@ -378,6 +426,7 @@ _CHECKS: tuple[tuple[str, Any], ...] = (
                                                  integer=True))),
     ("memory_index", _flag),
     ("memory_index_lines", lambda v: int(_bounded(v, "memory_index_lines", 20, MAX_INDEX_LINES, integer=True))),
+    ("sync", _sync),
 )
 
 

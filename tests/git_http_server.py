@@ -190,14 +190,14 @@ class _Server(http.server.ThreadingHTTPServer):
 class GitHttpServer:
     """``with GitHttpServer(root, ("u", "p")) as server: server.url("remote.git")``.
 
-    Serves every repository under ``root`` on 127.0.0.1 (a free port);
+    Serves every repository under ``root`` on 127.0.0.1 (``port``, default a free one);
     ``requests`` lists what was asked, ``refused`` counts 401 answers."""
 
-    def __init__(self, root: Path, credentials: tuple[str, str]) -> None:
+    def __init__(self, root: Path, credentials: tuple[str, str], port: int = 0) -> None:
         backend = http_backend()
         if backend is None:
             raise RuntimeError("git http-backend not found")
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server(("127.0.0.1", port), _Handler)   # port 0: a free one
         self._server.root = Path(root)
         self._server.backend = backend
         self._server.credentials = credentials

@@ -44,11 +44,16 @@ def run_kill_loop(root: Path, kills: int, seed: int = 1, slots: int = 2,
                   budget_s: float = 120.0) -> tuple[list[dict[str, Any]], int]:
     """Start writers and SIGKILL them at random times until ``kills`` kills; return the acks."""
     rng = random.Random(seed)
+    # Kill anywhere from start-up to mid-run, on this machine as loaded as it is now: the
+    # window (0.15-1.0 s when Python + gitmem start in ~0.25 s) stretches with start-up.
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import gitmem.vault"], check=True)
+    stretch = max(1.0, (time.monotonic() - began) / 0.25)
     acks: list[dict[str, Any]] = []
     running: dict[int, tuple[subprocess.Popen[bytes], float, Path]] = {}
     done = 0
     started = 0
-    deadline = time.monotonic() + budget_s
+    deadline = time.monotonic() + budget_s * stretch
     while done < kills and time.monotonic() < deadline:
         for slot in range(slots):
             if slot not in running:
@@ -58,8 +63,7 @@ def run_kill_loop(root: Path, kills: int, seed: int = 1, slots: int = 2,
                                          str(seed * 100_000 + started)], stdout=handle,
                                         stderr=subprocess.PIPE)
                 handle.close()
-                # Python + gitmem start-up takes ~0.25 s: kill anywhere from start-up to mid-run.
-                running[slot] = (proc, time.monotonic() + rng.uniform(0.15, 1.0), out)
+                running[slot] = (proc, time.monotonic() + stretch * rng.uniform(0.15, 1.0), out)
                 started += 1
         time.sleep(0.005)
         for slot, (proc, when, out) in list(running.items()):
@@ -143,7 +147,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
     Vault.init(root, author="setup").close()
     acks, kills = run_kill_loop(root, KILLS)
     assert kills == KILLS
-    assert len(acks) >= 10  # the writers got work done between kills (fewer on a loaded machine)
+    assert len(acks) >= 10  # the writers got work done between kills
     check_after_crashes(root, acks)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,13 +19,25 @@ SECRET = "the-launch-code-" + "7781-alpha-zulu"
 
 
 def everything_git_can_see(root: Path) -> str:
-    """Every object git can still reach by any means the issue names, as one text."""
-    objects = git(root, "rev-list", "--all", "--objects")
-    out = [objects, git(root, "log", "--all", "-p", "--format=%H %an %s%n%b")]
+    """Every object git can still reach by any means, as one text; all but the
+    tombstones, which name a purged memory by its id (checked by :func:`tombstone_text`)."""
+    objects = git(root, "rev-list", "--exclude=refs/gitmem/*", "--all", "--objects")
+    out = [objects, git(root, "log", "--exclude=refs/gitmem/*", "--all", "-p", "--format=%H %an %s%n%b")]
     for line in objects.splitlines():
         sha = line.split()[0]
         out.append(git(root, "cat-file", "-p", sha))
     return "\n".join(out)
+
+
+def tombstone_objects(root: Path) -> set[str]:
+    """The objects of the tombstones (ids and object ids of purged memories, never their text)."""
+    if not git(root, "for-each-ref", "refs/gitmem/", check=False).strip():
+        return set()
+    return {line.split()[0] for line in git(root, "rev-list", "--objects", "refs/gitmem/purged").splitlines()}
+
+
+def tombstone_text(root: Path) -> str:
+    return "\n".join(git(root, "cat-file", "-p", sha) for sha in sorted(tombstone_objects(root)))
 
 
 def test_purge_removes_every_version_and_keeps_the_rest(tmp_path: Path, clock: FakeClock) -> None:
@@ -56,6 +69,9 @@ def test_purge_removes_every_version_and_keeps_the_rest(tmp_path: Path, clock: F
         assert v.search("launch").total == 0 and v.search("ordinary").total == 1
     seen = everything_git_can_see(root)
     assert SECRET not in seen and "Launch code notes" not in seen and doomed.id not in seen
+    tombstone = tombstone_text(root)   # names the memory by id and object ids, never by its text
+    assert doomed.id in tombstone and SECRET not in tombstone and "Launch code" not in tombstone
+    assert "launch-code" not in tombstone   # nor its path
     assert git(root, "grep", SECRET, *git(root, "rev-list", "--all").split(), check=False) == ""
     assert git(root, "log", "--format=%an|%ad|%s", "--", keep.path) == other_commits
     assert git(root, "reflog", check=False).strip() == ""
@@ -65,7 +81,7 @@ def test_purge_removes_every_version_and_keeps_the_rest(tmp_path: Path, clock: F
     assert_clean(root)
 
 
-def test_purge_cli_needs_yes_and_warns_about_remotes(tmp_path: Path) -> None:
+def test_purge_cli_needs_yes_and_gives_a_receipt(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     with Vault.init(root, author="tester") as v:
         m = v.add("Forget me", "personal data\n")
@@ -76,8 +92,10 @@ def test_purge_cli_needs_yes_and_warns_about_remotes(tmp_path: Path) -> None:
     out = runner.invoke(cli, ["--vault", str(root), "purge", m.id[:8], "--yes", "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
-    assert data["id"] == m.id and "force-push" in data["warning"]
-    assert "warning: Remotes and other clones" in out.stderr
+    assert data["id"] == m.id and "warning" not in data and "next gitmem sync" in data["next_sync"]
+    assert data["old_head"] != data["new_head"] and data["objects_pruned"] > 0
+    assert data["tombstone"].startswith(m.id)
+    assert out.stderr == ""
     assert "personal data" not in git(root, "log", "--all", "-p")
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=root, capture_output=True, text=True)
     assert fsck.returncode == 0 and fsck.stdout + fsck.stderr == ""
@@ -94,15 +112,19 @@ def fsck_full(root: Path) -> str:
 
 
 def all_objects_text(root: Path) -> str:
-    """The content of every object in the store, reachable or not (stricter than rev-list)."""
-    return subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=root,
+    """The content of every object in the store, reachable or not (stricter than rev-list),
+    but the tombstones'."""
+    listed = git(root, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
+    wanted = "\n".join(sha for sha in listed if sha not in tombstone_objects(root)) + "\n"
+    return subprocess.run(["git", "cat-file", "--batch"], cwd=root, input=wanted.encode(),
                           capture_output=True, check=True).stdout.decode("utf-8", "replace")
 
 
 def assert_forgotten(root: Path, *texts: str) -> None:
-    seen, stored = everything_git_can_see(root), all_objects_text(root)
+    seen, stored, tombstones = everything_git_can_see(root), all_objects_text(root), tombstone_text(root)
     for text in texts:
         assert text not in seen and text not in stored, text
+        assert text not in tombstones or re.fullmatch(r"[0-9a-f-]{36}", text), text   # ids only
     assert fsck_full(root) == ""
     assert git(root, "status", "--porcelain") == ""
 
@@ -233,7 +255,7 @@ class Killed(BaseException):
 @pytest.mark.parametrize("step", ["objects", "refs", "worktree", "gc", "caches"])
 def test_a_purge_stopped_at_any_step_is_finished_by_the_next_process(
         tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
-    import gitmem.upkeep.purge as purge_module
+    import gitmem.sync.rewrite as purge_module
     root = tmp_path / "vault"
     with Vault.init(root, author="tester", clock=clock) as v:
         keep = v.add("Keep me", "ordinary memory\n")
@@ -243,8 +265,8 @@ def test_a_purge_stopped_at_any_step_is_finished_by_the_next_process(
         v.add("Later", "added after\n")
     git(root, "notes", "add", "-m", SECRET, "HEAD")
     head = git(root, "rev-parse", "HEAD").strip()
-    target = {"objects": "_store_objects", "refs": "_move_refs", "worktree": "_update_worktree",
-              "gc": "_forget_old_objects", "caches": "_rebuild_caches"}[step]
+    target = {"objects": "store_objects", "refs": "_move_refs", "worktree": "_update_worktree",
+              "gc": "forget_old_objects", "caches": "rebuild_caches"}[step]
     real = getattr(purge_module, target)
 
     def half_then_killed(*args: object) -> None:

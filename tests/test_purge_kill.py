@@ -63,7 +63,10 @@ def state(root: Path) -> dict[str, object]:
                             capture_output=True, check=True).stdout.decode("utf-8", "replace")
     return {"fsck": (fsck.returncode, (fsck.stdout + fsck.stderr).strip()),
             "status": git(root, "status", "--porcelain"),
-            "refs": git(root, "for-each-ref", "--format=%(refname) %(objectname)"),
+            # The tombstone's commit carries the time of its purge: compared by presence only.
+            "refs": "".join(line for line in git(root, "for-each-ref", "--format=%(refname) %(objectname)")
+                            .splitlines(keepends=True) if not line.startswith("refs/gitmem/")),
+            "tombstone": bool(git(root, "for-each-ref", "refs/gitmem/").strip()),
             "secret_stored": SECRET in stored,
             "index": git(root, "show", "HEAD:MEMORY.md")}
 

@@ -453,22 +453,20 @@ def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, cloc
     vault.close()
 
 
-def test_sync_refuses_a_remote_that_still_has_a_purged_memory(tmp_path: Path, remote: Path,
-                                                               clock: FakeClock) -> None:
+def test_sync_rewrites_a_remote_that_still_has_a_purged_memory(tmp_path: Path, remote: Path,
+                                                                clock: FakeClock) -> None:
     a = _first(tmp_path, remote, clock)
     leaked = a.add("Leaked note", "The vault door code is 4711.")
     a.add("Kept", "Stays.")
     a.sync()
     a.purge(leaked.id)
     head = a.head
-    with pytest.raises(SyncError) as caught:
-        a.sync()                        # the remote's history still holds the old commits
-    assert caught.value.code == "purged_content" and leaked.id in caught.value.message
-    assert "push --force" in (caught.value.hint or "")
-    assert a.head == head and "4711" not in _all_text(a)
-    git(a.root, "push", "-q", "--force", "origin", "HEAD:main")   # what the hint says
+    report = a.sync()                   # the remote's history still holds the old commits: rewritten
+    assert report.pushed and a.head == head and "4711" not in _all_text(a)
+    assert git(remote, "rev-parse", "main").strip() == head
+    assert "4711" not in git(remote, "log", "--all", "-p")
     a.add("After", "x")
-    a.sync()                            # the rewritten remote is accepted again
+    a.sync()                            # and later syncs are ordinary fast-forwards
     b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
     assert "4711" not in git(b.root, "log", "--all", "-p")
     a.close()

@@ -17,15 +17,9 @@ lose nothing locally, give a clear code, and the next sync succeeds.
 from __future__ import annotations
 
 import gc
-import os
-import pwd
-import shutil
-import signal
-import socket
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +28,9 @@ from gitmem import SyncError, Vault
 
 from .conftest import FakeClock, assert_clean, git, snapshot
 from .git_http_server import GitHttpServer, http_backend
+from .servers import ServerUnavailable, SshServer
+from .servers import ssh_children as _ssh_children
+from .servers import ssh_command as _ssh_command
 
 USER, PASSWORD = "gitmem-user", "s3cret-token-42"
 
@@ -234,101 +231,27 @@ def test_https_wrong_credentials_change_nothing(served: tuple[GitHttpServer, Pat
 
 
 # ------------------------------------------------------------------- ssh
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _processes(match: Callable[[int, int, str], bool]) -> list[int]:
-    """Ids of running processes whose (session id, parent id, name) ``match`` says yes to."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z" and match(int(fields[3]), int(fields[1]), name):
-            found.append(int(entry.name))
-    return found
-
-
-def _ssh_children() -> list[int]:
-    """ssh clients this test process started that still run (a leak)."""
-    me = os.getpid()
-    return _processes(lambda session, parent, name: parent == me and name == "ssh")
-
-
 @pytest.fixture
 def ssh_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
-    """(ssh URL prefix, bare repository, key folder): a throw-away sshd on 127.0.0.1.
+    """(ssh URL prefix, bare repository, key folder): a throw-away sshd on 127.0.0.1
+    (:class:`tests.servers.SshServer`).
 
     Its host key and the user's key are made for the test; the key folder holds
     ``client`` (authorized) and ``stranger`` (not).  At the end sshd and every
     session it started are stopped, and none may be left, nor any ssh client."""
-    sshd, keygen = shutil.which("sshd") or "/usr/sbin/sshd", shutil.which("ssh-keygen")
-    if not os.access(sshd, os.X_OK) or keygen is None or shutil.which("ssh") is None:
-        pytest.skip("sshd (openssh-server) is not installed: no local ssh server to sync with")
-    if os.geteuid() == 0:
-        # sshd checks its privilege separation folder even for one local user; packages create
-        # it at boot (tmpfiles), which a container never runs.  (Not root: sshd serves only the
-        # current user, and says so below if it cannot start.)
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-    keys = tmp_path / "ssh"
-    keys.mkdir(mode=0o700)
-    for name in ("host", "client", "stranger"):
-        subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)], check=True)
-    (keys / "authorized_keys").write_text((keys / "client.pub").read_text())
-    (keys / "authorized_keys").chmod(0o600)
-    port = _free_port()
-    config = keys / "sshd_config"
-    config.write_text(
-        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {keys / 'host'}\n"
-        f"AuthorizedKeysFile {keys / 'authorized_keys'}\nPidFile {keys / 'sshd.pid'}\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
-        "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
-        f"SetEnv PATH={os.environ.get('PATH', '/usr/bin:/bin')}\n")
-    # Its own session: sshd and the processes it forks per connection are stopped together.
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    _, err = proc.communicate()
-                    pytest.skip(f"sshd could not be started here: {err.strip()[:200]}")
-                time.sleep(0.05)
+        server = SshServer(tmp_path / "ssh")
+        server.start()
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
         bare = tmp_path / "ssh-remote.git"
         git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
-        user = pwd.getpwuid(os.geteuid()).pw_name   # the account sshd runs as and serves
-        yield f"ssh://{user}@127.0.0.1:{port}", bare, keys
+        yield server.prefix, bare, server.keys
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        proc.communicate(timeout=10)
-        session = proc.pid
-        deadline = time.monotonic() + 10
-        while _processes(lambda sid, parent, name: sid == session) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    assert _processes(lambda sid, parent, name: sid == session) == [], "sshd sessions left running"
+        server.stop()
+    assert server.left_running == [], "sshd sessions left running"
     assert _ssh_children() == [], "ssh clients left running"
-
-
-def _ssh_command(keys: Path, key: str = "client") -> str:
-    """What a user puts in GIT_SSH_COMMAND for a key and a host gitmem has not seen."""
-    return (f"ssh -i {keys / key} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
-            f"-o UserKnownHostsFile={keys / 'known_hosts'} -o BatchMode=yes -o LogLevel=ERROR")
 
 
 @pytest.mark.slow

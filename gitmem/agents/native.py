@@ -328,3 +328,29 @@ def links(ctx: ToolContext, ref: Ref) -> dict[str, Any]:
     backlinks (memories pointing at it), each {id, path, title, relation}. Read-only. Returns
     {"outgoing": [...], "backlinks": [...]}."""
     return _dict(ctx.vault.links(ref))
+
+
+@tool("gitmem", "memory_sync", idempotent=True, title="Sync with the remote")
+def sync(ctx: ToolContext,
+         action: Annotated[Literal["status", "now"], Field(description="status: only report the sync state; now: "
+                                                                       "sync first (fetch, merge, push), then "
+                                                                       "report.")] = "status",
+         remote: Annotated[str, Field(description="The remote (default: the one the background sync uses, else "
+                                                  "origin).", min_length=1, max_length=100)] | None = None
+         ) -> dict[str, Any]:
+    """See how this vault syncs with its git remote, or sync now. The vault may be shared with other
+    machines and people through a git remote; a background sync (when the server runs with --sync)
+    pushes your writes within seconds and brings theirs every interval. action "status" (default) is
+    read-only; action "now" fetches, merges (memory by memory; a memory changed differently on both
+    sides is kept twice: a conflict copy with status conflict) and pushes, then reports. Returns
+    {"status": {"remote", "last_success", "last_attempt", "last_error", "failures", "ahead",
+    "behind", "conflicts", "unresolved_conflicts", "background"}}; with "now", also "sync":
+    {"action", "arrived", "pushed", "conflicts", "merged", "warnings"}. ahead: commits not pushed
+    yet; behind: commits fetched but not merged yet."""
+    status = ctx.vault.services.syncer.state.status
+    if action == "status":
+        return {"status": status(remote)}
+    chosen = remote or status()["remote"] or "origin"
+    report = ctx.vault.sync(chosen, author=ctx.author)
+    return {"status": status(chosen),
+            "sync": {k: getattr(report, k) for k in ("action", "arrived", "pushed", "conflicts", "merged", "warnings")}}

@@ -56,7 +56,7 @@ FORMATS = ("openai", "anthropic", "mcp")
 #: profile name -> one-line description (the tools register themselves in ``_REGISTRY``).
 PROFILES: dict[str, str] = {
     "gitmem": "native gitmem tools: add, read, update, move, delete, search, history, diff, restore, "
-              "compress, archive, merge, reflect, context, links",
+              "compress, archive, merge, reflect, context, links, sync",
     "files": "memory_read(path?) / memory_write(path, content) over a file tree",
     "index": "memory_read(topics?) returns MEMORY.md plus topic files",
     "agentos": "memory_add/update/delete/merge/search/reflect with mt_<uuid> trace ids",

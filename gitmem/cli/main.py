@@ -547,6 +547,9 @@ from .sync import clone, config, conflicts, remote, sync  # noqa: E402 - registe
 
 for _command in (clone, remote, sync, conflicts, config):
     cli.add_command(_command)
+from .status import status  # noqa: E402 - registered after the core commands
+
+cli.add_command(status)
 
 from .agent import agent  # noqa: E402 - registered after the core commands
 

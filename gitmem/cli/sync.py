@@ -160,6 +160,8 @@ def _sync_text(report: SyncReport) -> str:
         lines.append("review with: gitmem conflicts")
     lines += [f"renamed   {r['from']} -> {r['to']}  (file name already used in this vault)"
               for r in report.renamed]
+    lines += [f"forgot    {p[:8]}  (purged on another machine; removed from this clone's history)"
+              for p in report.purged]
     for key, held in sorted(report.config_held.items()):
         lines.append(f"held back {key}: the remote's .gitmem.yaml says {_show(held['incoming'])}; "
                      f"{_show(held['kept'])} stays in force")

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from .common import emit, json_option, open_vault
+from .status import background_sync, sync_options
 
 __all__ = ["tools", "mcp"]
 
@@ -161,11 +162,12 @@ _HTTP_ONLY = ("host", "port", "token", "allow_host")
                    "files as they are saved (inotify), 'poll' checks every file before a tool call (at "
                    "most once a second), 'off' not at all. Commits them only with auto_commit: true "
                    "in .gitmem.yaml.")
+@sync_options
 @json_option
 @click.pass_context
 def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | None, use_http: bool,
         host: str, port: int, token: str | None, allow_host: tuple[str, ...], follow_mode: str,
-        as_json: bool) -> None:
+        sync_remote: str | None, sync_interval: float | None, as_json: bool) -> None:
     """Serve a tool profile over MCP (stdio by default) for Claude, Cursor & co.
 
     Over stdio gitmem answers by itself (start-up ~0.1 s); --http needs the
@@ -175,10 +177,14 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
     refused (DNS-rebinding protection).
     Files edited outside gitmem (Obsidian, vim, git pull) are searchable
     ~0.4 s after they are saved, without 'gitmem watch' (see --follow).
+    With --sync REMOTE (or sync: in .gitmem.yaml) the vault syncs with REMOTE
+    in the background: writes are pushed within seconds, other machines'
+    memories arrive every --sync-interval seconds (see 'gitmem status').
 
     \b
     Example:
       gitmem mcp --vault ~/memory --profile gitmem --agent claude-desktop
+      gitmem mcp --vault ~/memory --sync origin --sync-interval 60
       gitmem mcp --vault ~/memory --http --port 8765
       GITMEM_MCP_TOKEN=... gitmem mcp --vault ~/memory --http --host 0.0.0.0 --allow-host box.lan
     """
@@ -202,12 +208,13 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
         vault = open_vault(ctx)
         box = Toolbox(vault, profile, agent=agent or ctx.obj.get("author") or "mcp-agent")
         follower = Follower(vault, follow_mode)
-        if sdk_stdio:
-            from ..agents.mcp_server import serve_stdio
-            serve_stdio(box, follower)
-        else:
-            from ..agents.mcp_stdio import serve
-            serve(box, follower)
+        with background_sync(vault, sync_remote, sync_interval, quiet=True):
+            if sdk_stdio:
+                from ..agents.mcp_server import serve_stdio
+                serve_stdio(box, follower)
+            else:
+                from ..agents.mcp_stdio import serve
+                serve(box, follower)
         return
     from ..agents.mcp_server import check_exposure, require_sdk, serve_http
     require_sdk()
@@ -225,5 +232,6 @@ def mcp(ctx: click.Context, vault_path: str | None, profile: str, agent: str | N
         else:
             click.echo(f"gitmem MCP ({profile} tools) on {url}", err=True)
 
-    serve_http(box, host=host, port=port, token=token, allowed_hosts=allow_host, on_ready=announce,
-               follower=Follower(vault, follow_mode))
+    with background_sync(vault, sync_remote, sync_interval, quiet=True):
+        serve_http(box, host=host, port=port, token=token, allowed_hosts=allow_host, on_ready=announce,
+                   follower=Follower(vault, follow_mode))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .common import emit, json_option, open_vault
+from .status import background_sync, sync_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..outside.hooks import HookState
@@ -34,20 +35,25 @@ __all__ = ["watch", "hooks", "hook"]
 @click.option("--rescan-interval", type=click.FloatRange(0, 86400), default=60.0, show_default=True,
               help="Seconds between full rescans that repair missed events (0: only at start).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only problems and errors.")
+@sync_options
 @click.pass_context
 def watch(ctx: click.Context, commit: bool | None, debounce: float, commit_delay: float,
-          rescan_interval: float, quiet: bool) -> None:
+          rescan_interval: float, quiet: bool, sync_remote: str | None, sync_interval: float | None) -> None:
     """Keep the index and history in step with edits made outside gitmem.
 
     Runs until Ctrl-C or SIGTERM.  Every saved memory file is re-indexed
     (searchable in well under a second); after COMMIT-DELAY seconds without
     changes, everything changed is committed as one commit authored by the
-    vault's user.  Logs go to stderr.
+    vault's user.  Logs go to stderr.  With --sync REMOTE (or sync: in
+    .gitmem.yaml) the commits are pushed to REMOTE a few seconds later and
+    what others pushed arrives every --sync-interval seconds; each sync that
+    changes something, makes a conflict copy or fails is a line in the log.
 
     \b
     Example:
       gitmem -C my-vault watch
       gitmem -C my-vault watch --no-commit --quiet
+      gitmem -C my-vault watch --sync origin --sync-interval 60
     """
     from ..outside.watcher import Watcher
     vault = open_vault(ctx)
@@ -64,7 +70,12 @@ def watch(ctx: click.Context, commit: bool | None, debounce: float, commit_delay
 
     embedder = vault.start_embedding(lambda line: click.echo(f"gitmem: {line}", err=True))
     try:
-        watcher.run_forever(on_ready=ready)
+        with background_sync(vault, sync_remote, sync_interval, quiet=quiet,
+                             log=lambda line: click.echo(line, err=True)) as syncing:
+            if syncing is not None and not quiet:
+                click.echo(f"syncing with {syncing.remote} every {syncing.interval:g}s and after each commit",
+                           err=True)
+            watcher.run_forever(on_ready=ready)
     finally:
         if embedder is not None:
             embedder.stop()

@@ -58,7 +58,7 @@ from dulwich.pack import (
 )
 
 from .locking import try_flock
-from .purged import PURGED
+from .purged import purge_stamp
 
 __all__ = ["Housekeeper", "HousekeepingReport", "loose_object_count", "LOOSE_THRESHOLD",
            "EXIT_THRESHOLD", "MAX_PER_RUN", "REPACK_LOCK", "PLACING", "TEMP_PREFIX", "run_in_child",
@@ -300,12 +300,7 @@ class Housekeeper:
     def _purge_stamp(self) -> tuple[bool, tuple[int, int, int] | None]:
         """Changes whenever a purge runs: its journal exists meanwhile, and it rewrites
         ``purged.json`` when done.  A pack built across a purge may hold purged content."""
-        try:
-            st = os.stat(self.state / PURGED)
-            purged: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
-        except OSError:
-            purged = None
-        return (self.state / PURGE_JOURNAL).exists(), purged
+        return purge_stamp(self.state)
 
     # ------------------------------------------------------------ loose objects
     def _in_flight(self) -> set[str]:

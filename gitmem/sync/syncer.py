@@ -17,6 +17,12 @@
 3. **push** with a compare-and-swap on the remote branch, never forced.  If
    the remote moved in between, fetch and integrate again (bounded retries).
 
+Purges travel too (:mod:`gitmem.sync.forget`): the tombstones on
+``refs/gitmem/purged`` are fetched with the branch and pushed before it; after
+integrating, every tombstone not yet applied here is applied to this clone's
+history, and a remote branch that still holds purged content is replaced by
+the rewritten one with the same compare-and-swap (never a blind force).
+
 Credentials are never stored by gitmem: ssh uses the ssh agent and keys; for
 https, a URL with a user or password is refused by :meth:`Syncer.add_remote`
 and credentials come, at sync time only, from ``GITMEM_GIT_USERNAME`` /
@@ -76,8 +82,8 @@ from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, Inval
 from ..memory.paths import MEMORY_MD
 from ..store.catalog import stem_key
 from ..store.git import FileChange
-from ..store.purged import purged_in
 from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
+from .forget import Forgetting, fetch_tombstones, push_tombstones, tombstones_ahead, without_purged
 from .quarantine import Quarantine
 from .remote_trees import all_commits, check_incoming_trees
 from .remotes import (
@@ -89,6 +95,7 @@ from .remotes import (
     remove_config_section,
     ssh_command,
 )
+from .state import SyncState
 from .transport import RemoteMoved, close_client, git_errors, remote_errors, server_said
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -134,6 +141,8 @@ class SyncReport:
     copies made ({id, path, copy_id, copy_path}); ``kept``: ids deleted on one
     side and changed on the other (the changed version was kept);
     ``renamed``: arriving memories whose file name was taken ({from, to});
+    ``purged``: memory ids a purge made on another machine removed from
+    this clone's history (see :mod:`gitmem.sync.forget`);
     ``config_held``: safety settings of an arriving ``.gitmem.yaml`` kept at
     the local value until ``gitmem config accept`` ({key: {kept, incoming}});
     ``warnings``: catch-up steps after the commit that did not complete (the
@@ -153,6 +162,7 @@ class SyncReport:
     kept_ours: list[str] = field(default_factory=list)
     renamed: list[dict[str, str]] = field(default_factory=list)
     config_held: dict[str, dict[str, Any]] = field(default_factory=dict)
+    purged: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     outside_edits: str | None = None
     pushed: bool = False
@@ -175,6 +185,8 @@ class Syncer:
         self.memory_md = memory_md
         self.searcher = searcher
         self.history = history
+        # What the syncs of this clone did (.git/gitmem/sync-state.json), for `gitmem status`.
+        self.state = SyncState(store)
 
     @property
     def head(self) -> str | None:
@@ -269,13 +281,14 @@ class Syncer:
         who = self.store.author_of(author)
         url = self._remote_url(remote)
         report = SyncReport(remote, redact(url), before=self.head)
-        client, path = self._client(url)
-        try:
-            with git_errors(f"sync with {redact(url)}"):
-                self._sync_loop(client, path, url, remote, who, report, max_attempts)
-        finally:
-            close_client(client)
-        report.after = self.head
+        with self.state.recording(report):   # for `gitmem status`: when, what, the last error
+            client, path = self._client(url)
+            try:
+                with git_errors(f"sync with {redact(url)}"):
+                    self._sync_loop(client, path, url, remote, who, report, max_attempts)
+            finally:
+                close_client(client)
+            report.after = self.head
         report.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return report
 
@@ -290,20 +303,27 @@ class Syncer:
             with Quarantine(self.store.git.repo) as quarantine:
                 with _timer(report, "fetch"):
                     tip = self._fetch(client, path, url, branch, quarantine)
+                    # After the branch: a tombstone is pushed before the branch it rewrote.
+                    tombs = fetch_tombstones(client, path, url, quarantine)
                 if attempt and tip == previous and not busy:
                     raise SyncError(f"the remote {redact(url)} refused the push",
                                     code="push_rejected", hint="Check the remote's branch protection.")
                 previous = tip
                 with self.store.lock.hold(), quarantine.exposed(), _timer(report, "integrate"):
+                    forgetting = Forgetting(self, tombs, quarantine)   # purges: see gitmem.sync.forget
+                    forgetting.before(tip)
                     self._integrate(remote, tip, who, report, quarantine)
                     if tip is not None:  # only once checked and integrated (see the module doc)
                         self._track(remote, branch, tip)
+                    forgetting.after(report)
             head = self.store.git.head()
-            if head is None or head == tip:
+            if head is None or (head == tip and not tombstones_ahead(self.store, tombs)):
                 break
             try:
                 with _timer(report, "push"):
-                    self._push(client, path, url, branch, tip, head)
+                    push_tombstones(self, client, path, url, tombs)
+                    if head != tip:   # a rewritten history too: only while the remote is still at tip
+                        self._push(client, path, url, branch, tip, head)
             except RemoteMoved as moved:
                 report.retries += 1
                 busy = moved.busy
@@ -438,15 +458,8 @@ class Syncer:
         self._refuse_unrelated(remote, local, tip)
         incoming = self.store.git.walk_new(local, tip)
         blobs = check_incoming_trees(self.store.git.repo, incoming)
-        self._check_incoming_secrets(remote, blobs)
-        back = purged_in(self.store.state_dir, incoming)
-        if back:
-            raise SyncError(
-                f"{remote} still has memory {', '.join(back)}, which was purged here; "
-                "merging would bring it back into history",
-                code="purged_content",
-                hint=f"Rewrite the remote too: 'git push --force {remote} HEAD' once nobody else "
-                     "pushed (every other clone must purge or re-clone), then sync again.")
+        # Purged versions (a remote not rewritten yet) are not scanned: they are forgotten right after.
+        self._check_incoming_secrets(remote, without_purged(self.store, blobs))
         quarantine.keep()   # checked: what arrived joins the vault's objects
         report.outside_edits = self._commit_pending_edits()
         local = self.store.git.head()

@@ -83,7 +83,7 @@ def diagnose(services: Services, *, repair: bool = False) -> list[Finding]:
         return [_frontmatter(services), _metadata(services), _index(services, repair), _worktree(services),
                 _git_index(services, repair), _temp_files(services, repair), _fsck(services, repair), catalog,
                 locks, _recovery(services), _secrets(services), _memory_index(services, repair), _links(services),
-                _held_config(services)]
+                _held_config(services), _sync(services)]
 
 
 def _frontmatter(services: Services) -> Finding:
@@ -387,6 +387,29 @@ def _held_config(services: Services) -> Finding:
     if bad:
         summary += f"; {len(bad)} bad value(s) in .gitmem.yaml held back (defaults in force)"
     return Finding("config", not held and not bad, summary, sorted(held), details)
+
+
+def _sync(services: Services) -> Finding:
+    """How the vault syncs with its remote (``gitmem status``): a note, never a failure,
+    since a remote that is away for a while is normal (the next sync catches up)."""
+    state = services.syncer.state.status()
+    remote = state["remote"]
+    if remote is None or not state["configured"]:
+        return Finding("sync", True, "no remote configured")
+    details: dict[str, str] = {}
+    if state["last_success"] is None:
+        summary = f"{remote}: never synced"
+    else:
+        summary = f"{remote}: last synced {state['last_success']}"
+        if state["ahead"] is not None:
+            summary += f" ({state['ahead']} to push, {state['behind']} to merge)"
+    error = state["last_error"]
+    if error:
+        summary += f"; the last {state['failures']} attempt(s) failed ({error['code']}): see gitmem status"
+        details["last error"] = f"{error['code']}: {error['message']} (at {error['at']})"
+    if state["conflicts"]:
+        summary += f"; {len(state['conflicts'])} conflict copy(ies) from syncs: see gitmem conflicts"
+    return Finding("sync", True, summary, [c["copy_path"] for c in state["conflicts"]], details)
 
 
 def _memory_index(services: Services, repair: bool) -> Finding:

@@ -69,6 +69,10 @@ def render_memory_md(catalog: Catalog, config: VaultConfig) -> str:
     lines = [HEADER, "", "# Memory index", "",
              f"{sum(active.values())} active memories ({summary}); {archived} archived, "
              "superseded, deleted or in conflict. Full text: `gitmem search \"...\"`.", ""]
+    conflicts = sum(n for (_t, s), n in counts.items() if s == "conflict")
+    if conflicts:   # copies a sync kept of memories changed differently on two machines
+        lines += [f"{conflicts} sync conflict copy(ies) to resolve: `gitmem conflicts` lists each with "
+                  "its original.", ""]
     protected_counts = catalog.count_of_types(config.protected_types, live)
     n_protected = sum(protected_counts.values())
     # Each section costs a heading, a blank, an overflow line and a closing blank.

@@ -26,7 +26,7 @@ before any of this.  Edits made outside gitmem enter through
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,9 @@ class WritePipeline:
         self.outside = OutsideEdits(store, reader, self.commit)
         # The .git/index catch-up, search segment merges and packing after a write.
         self.background = BackgroundWork(store, searcher)
+        # Called after each commit this pipeline makes (a background sync's "push soon"):
+        # each must return at once, the write never waits for what it starts.
+        self.on_commit: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------ content
     def protected(self, memory: Memory) -> bool:
@@ -269,6 +272,11 @@ class WritePipeline:
             self.memory_md.forget()
             self.searcher.fall_behind()     # the next search catches the index up
         self.background.schedule()   # .git/index catch-up, search segment merges, packing
+        for listener in list(self.on_commit):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - the commit is made: a listener's failure is not the write's
+                pass
         return {path: memory for path, (memory, _) in written.items()}
 
     def _caches_take(self, parent: bytes | None, sha: bytes, written: Mapping[str, tuple[Memory, str]],
