@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .search.results import SearchPage
     from .search.service import RefreshReport
     from .search.vectors import EmbedWorker
-    from .store.catalog import Touch
     from .sync.syncer import Remote, SyncReport
     from .upkeep.doctor import Finding
     from .upkeep.purge import PurgeReport
@@ -481,11 +480,6 @@ class Vault:
         return self.services.reflect.reflect(dry_run, author=author)
 
     # -------------------------------------------------- history
-    def touch_log(self) -> builtins.list[tuple[str, Touch]]:
-        """Every (memory id, :class:`Touch`) recorded, in the order the commits were made: the whole
-        vault's history in one indexed read (``history`` reads one memory's)
-        (:meth:`History.touch_log`)."""
-        return self.services.history.touch_log()
 
     def commits(self) -> builtins.list[CommitInfo]:
         """The branch's commits, newest first (what ``git log`` lists)."""
@@ -574,6 +568,11 @@ class Vault:
              max_attempts: int = MAX_ATTEMPTS) -> SyncReport:
         """Fetch from ``remote``, integrate (fast-forward or merge), push (:meth:`Syncer.sync`)."""
         return self.services.syncer.sync(remote, author=author, max_attempts=max_attempts)
+
+    def sync_status(self, remote: str | None = None) -> dict[str, Any]:
+        """How this vault syncs with ``remote``: last success and error, ahead/behind,
+        conflict copies, the background sync (:meth:`SyncState.status`)."""
+        return self.services.syncer.state.status(remote)
 
     def pending_config(self) -> dict[str, dict[str, Any]]:
         """Safety settings a sync held back: {key: {kept, file, since}} (see

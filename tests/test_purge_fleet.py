@@ -353,3 +353,89 @@ def test_a_purge_by_another_process_during_a_fetch_never_merges_the_old_history(
     assert_forgotten(remote, blobs, bare=True)
     assert a.sync().action in ("up_to_date", "pushed")
     a.close()
+
+
+def test_doctor_reports_and_repairs_a_commit_whose_parent_is_missing(tmp_path: Path, clock: FakeClock) -> None:
+    vault = Vault.init(tmp_path / "v", author="agent", clock=clock)
+    vault.add("Kept", "Everything here stays.")
+    root = vault.root
+    head = git(root, "rev-parse", "HEAD").strip()
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    # What an older gitmem left: a merge whose second parent (old history) was pruned.
+    gone = git(root, "commit-tree", tree, "-p", head, "-m", "old history").strip()
+    merge = git(root, "commit-tree", tree, "-p", head, "-p", gone, "-m", "sync: merge origin/main").strip()
+    git(root, "update-ref", "refs/heads/main", merge)
+    (root / ".git" / "objects" / gone[:2] / gone[2:]).unlink()
+    vault.close()
+    vault = Vault.open(root, clock=clock)
+    findings = {f.check: f for f in vault.doctor()}
+    assert list(findings) == ["history"] and not findings["history"].ok
+    assert gone[:12] in findings["history"].summary and "--repair" in findings["history"].summary
+    repaired = {f.check: f for f in vault.doctor(repair=True)}
+    assert repaired["history"].ok and repaired["history"].repaired
+    assert subprocess.run(["git", "fsck", "--no-dangling"], cwd=root, capture_output=True).returncode == 0
+    assert git(root, "rev-parse", "HEAD^{tree}").strip() == tree
+    assert _titles(vault) == {"Kept"}
+    assert all(f.ok for f in vault.doctor() if f.check in ("history", "fsck"))
+    vault.close()
+
+
+@pytest.mark.slow
+def test_applying_a_tombstone_leaves_no_mention_of_the_memory_in_the_sync_state(
+        tmp_path: Path, remote: Path, clock: FakeClock) -> None:
+    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
+    a.add_remote("origin", str(remote))
+    canary = a.add("Canary zebrafinch", f"The code is {CANARY}.")
+    a.add("Ordinary", "Nothing secret here.")
+    a.sync()
+    b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
+    c = Vault.clone(str(remote), tmp_path / "c", author="agent-c", clock=clock)
+    clock.tick()
+    a.update(canary.id, body=f"The code is {CANARY}, from a.\n")
+    b.update(canary.id, body=f"The code is {CANARY}, from b.\n")
+    c.update(canary.id, body=f"The code is {CANARY}, from c.\n")
+    a.sync()
+    assert b.sync().conflicts   # b's state lists a conflict copy of the canary (its path names it)
+    state = tmp_path / "b" / ".git" / "gitmem" / "sync-state.json"
+    assert "zebrafinch" in state.read_text()
+    b.sync()
+    a.purge(canary.id)
+    a.sync()
+    assert canary.id in b.sync().purged
+    # c merges its own edit (a new conflict copy) in the very sync that applies the tombstone.
+    report = c.sync()
+    assert canary.id in report.purged and not report.conflicts
+    for root in (tmp_path / "b", tmp_path / "c"):
+        text = (root / ".git" / "gitmem" / "sync-state.json").read_text()
+        assert "zebrafinch" not in text and canary.id not in text, text
+    for vault in (a, b, c):
+        vault.close()
+
+
+@pytest.mark.slow
+def test_a_purged_version_that_reaches_the_store_again_is_pruned_by_the_next_sync(
+        tmp_path: Path, remote: Path, clock: FakeClock) -> None:
+    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
+    a.add_remote("origin", str(remote))
+    canary = a.add("Canary", f"The code is {CANARY}.")
+    a.add("Ordinary", "Nothing secret here.")
+    a.sync()
+    b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
+    old = git(b.root, "cat-file", "blob", f"HEAD:{b.get(canary.id).path}")
+    a.purge(canary.id)
+    a.sync()
+    b.sync()
+    # A pack written before the tombstone was applied (a fetch completing a thin pack with
+    # it as a base, say) puts an old version back, unreachable, in a pack (and loose).
+    sha = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=b.root, input=old, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    blobs = {sha}
+    subprocess.run(["git", "pack-objects", "-q", str(b.root / ".git" / "objects" / "pack" / "pack")],
+                   cwd=b.root, input=sha + "\n", capture_output=True, text=True, check=True)
+    assert _blobs_of(b.root, CANARY)
+    b.close()
+    b = Vault.open(tmp_path / "b", clock=clock)
+    b.sync()
+    assert_forgotten(b.root, blobs)
+    a.close()
+    b.close()

@@ -347,7 +347,7 @@ def sync(ctx: ToolContext,
     "behind", "conflicts", "unresolved_conflicts", "background"}}; with "now", also "sync":
     {"action", "arrived", "pushed", "conflicts", "merged", "warnings"}. ahead: commits not pushed
     yet; behind: commits fetched but not merged yet."""
-    status = ctx.vault.services.syncer.state.status
+    status = ctx.vault.sync_status
     if action == "status":
         return {"status": status(remote)}
     chosen = remote or status()["remote"] or "origin"

@@ -50,7 +50,7 @@ from ..store.catalog import id_from_blob
 from ..store.git import blob_id
 from ..store.purged import applied_tombstones, purged_in, record_purged
 from .remotes import http_credentials, ssh_command
-from .rewrite import TOMBSTONE_REF, PurgeReport, Rewriter, execute, history_of, plan
+from .rewrite import TOMBSTONE_REF, PurgeReport, Rewriter, execute, forget_old_objects, history_of, plan
 from .transport import RemoteMoved, close_client, remote_errors
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -240,6 +240,7 @@ class Forgetting:
         self.unapplied = sorted(set(self.stones) - applied_tombstones(self.store.state_dir))
         self.flagged = False
         self.applied: list[str] = []
+        self.forgotten: set[str] = set()   # ids and paths a rewrite removed
 
     @property
     def ids(self) -> set[str]:
@@ -261,6 +262,25 @@ class Forgetting:
             pending.write_text("\n".join(self.unapplied) + "\n")
         elif pending.exists():
             self.flagged = True   # an earlier sync was cut short between integrating and forgetting
+
+    def rewritten(self, tip: bytes | None) -> bytes | None:
+        """What to integrate for the fetched ``tip``: an old commit a tombstone maps
+        becomes the commit another clone (or this one) rewrote it to, when that is
+        here; so a remote not yet rewritten is never merged into the rewritten
+        history (the push then replaces its old branch, leased on ``tip``)."""
+        if tip is None:
+            return None
+        mapping = {old: new for stone in self.stones.values() for old, new in stone.map.items()}
+        current, seen = tip.decode(), set()
+        while current in mapping and current not in seen:   # purge after purge: follow the chain
+            seen.add(current)
+            target = mapping[current]
+            if target is None:
+                break
+            current = target
+        if current != tip.decode() and ObjectID(current.encode()) in self.store.git.repo.object_store:
+            return current.encode()
+        return tip
 
     def _holds_purged(self, local: bytes | None, tip: bytes) -> bool:
         """True when the commits from ``local`` to ``tip`` hold purged content: an old
@@ -310,6 +330,10 @@ class Forgetting:
         self._merge_refs()
         pending = self.store.state_dir / PENDING
         if not (self.unapplied or self.flagged):
+            if self._purged_objects_here():
+                # A version a tombstone names reached the store without any commit holding it
+                # (a pack a fetch completed with it): no ref reaches it, so pruning removes it.
+                forget_old_objects(self.parts)
             return
         self.applied = self._apply()
         pending.unlink(missing_ok=True)
@@ -317,6 +341,17 @@ class Forgetting:
             purged = getattr(report, "purged", None)
             if isinstance(purged, list):
                 purged.extend(i for i in self.applied if i not in purged)
+        conflicts = getattr(report, "conflicts", None)
+        if self.forgotten and isinstance(conflicts, list):
+            # Conflict copies of a forgotten memory this very sync made: gone with it, and
+            # never recorded in the sync state.
+            conflicts[:] = [c for c in conflicts
+                            if not self.forgotten.intersection(str(v) for v in c.values())]
+
+    def _purged_objects_here(self) -> bool:
+        objects = self.store.git.repo.object_store   # its own packs and loose objects, no quarantine
+        return any(objects.contains_packed(ObjectID(b.encode())) or objects.contains_loose(ObjectID(b.encode()))
+                   for stone in self.stones.values() for b in stone.blobs)
 
     def _merge_refs(self) -> None:
         remote, local = self.remote_tip, self.local_tip
@@ -360,6 +395,7 @@ class Forgetting:
         receipt = PurgeReport(ids[0], sorted(paths))
         record = plan(parts, rewriter, receipt)
         record["tombstones"] = sorted(self.stones)
+        self.forgotten = set(record["ids"]) | set(record["paths"])
         moved = [m for m in record["refs"] if m[0] != TOMBSTONE_REF.decode()]
         if not moved:
             record_purged(self.store.state_dir, ids[0], [], applied=record["tombstones"])

@@ -72,7 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..write.pipeline import WritePipeline
 
 __all__ = ["Parts", "PurgeReport", "Rewriter", "history_of", "plan", "execute", "recover_purge",
-           "forget_old_objects", "JOURNAL", "TOMBSTONE_REF", "NEXT_SYNC",
+           "forget_old_objects", "forget_in_state", "JOURNAL", "TOMBSTONE_REF", "NEXT_SYNC",
            "VIEW_PAGE"]
 
 JOURNAL = PURGE_JOURNAL
@@ -663,6 +663,7 @@ def run_steps(services: Parts, record: dict[str, Any], start: str) -> int:
             pruned = forget_old_objects(services)
         elif step == "caches":
             rebuild_caches(services)
+            forget_in_state(services, record)
     (services.store.state_dir / JOURNAL).unlink(missing_ok=True)
     return pruned
 
@@ -725,13 +726,41 @@ def _disk(root: Path, path: str) -> bytes | None:
 
 
 def forget_old_objects(services: Parts) -> int:
-    """Delete the reflogs and prune every unreachable object (repacking the rest)."""
-    from dulwich.gc import garbage_collect
+    """Delete the reflogs and prune every unreachable object (repacking the rest).
+
+    Then check what is left on disk, every pack listed afresh: an object no ref
+    reaches that is still there (in a pack this process had not listed yet, say
+    one a sync moved in from its quarantine) is removed by a second repack, so no
+    old version survives, packed or loose."""
+    from dulwich.gc import find_reachable_objects, garbage_collect
+    repo = services.store.git.repo
     logs = services.store.git.git_dir / "logs"
     if logs.exists():
         shutil.rmtree(logs)
-    stats = garbage_collect(services.store.git.repo, prune=True, grace_period=None)
-    return len(stats.pruned_objects)
+    stats = garbage_collect(repo, prune=True, grace_period=None)
+    pruned = set(stats.pruned_objects)
+    store = repo.object_store
+    store.close()   # forget the cached pack list: the next look lists the pack folder again
+    reachable = find_reachable_objects(store, repo.refs, include_reflogs=False)
+    left = {sha for sha in _objects_on_disk(services) if sha not in reachable}
+    if left:
+        store.repack(exclude=left)
+        pruned |= left
+    return len(pruned)
+
+
+def _objects_on_disk(services: Parts) -> set[ObjectID]:
+    """Every object in the vault's own store (packs and loose; no alternate)."""
+    store = services.store.git.repo.object_store
+    found: set[ObjectID] = set()
+    for pack in store.packs:
+        found.update(ObjectID(sha) for sha in pack)
+    objects = services.store.git.git_dir / "objects"
+    for folder in objects.iterdir():
+        if len(folder.name) == 2 and folder.is_dir():
+            found.update(ObjectID((folder.name + item.name).encode()) for item in folder.iterdir()
+                         if len(item.name) == 38)
+    return found
 
 
 def _remove_partial_packs(services: Parts) -> list[str]:
@@ -770,6 +799,15 @@ def rebuild_caches(services: Parts) -> None:
     (services.store.state_dir / VIEW_PAGE).unlink(missing_ok=True)   # so does the default view page
     if services.searcher.open_index is not None:  # compact: no deleted document kept on disk
         services.searcher.open_index.optimize()
+
+
+def forget_in_state(services: Parts, record: dict[str, Any]) -> None:
+    """Drop the purged memories' ids, paths and file names from this clone's sync
+    state (the conflict copies a sync listed, an error quoting a path)."""
+    from .state import SyncState
+    paths = [p for p in record.get("paths", []) if isinstance(p, str)]
+    words = [*record.get("ids", []), *paths, *(p.rsplit("/", 1)[-1].removesuffix(".md") for p in paths)]
+    SyncState(services.store).forget(w for w in words if isinstance(w, str))
 
 
 def recover_purge(services: Parts) -> list[str]:

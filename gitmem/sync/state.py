@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -191,6 +191,36 @@ class SyncState:
                 entry = previous if isinstance(previous, dict) and previous.get("remote") == remote else {}
                 entry.update(fields, remote=remote)
                 data["background"] = entry
+        self._quietly(update)
+
+    def forget(self, words: Iterable[str]) -> None:
+        """Drop every mention of purged memories (``words``: their ids, paths and
+        file names): a conflict entry naming one goes, and so does an error message
+        quoting one.  Called when a purge or an applied tombstone rewrites history;
+        never raises."""
+        needles = sorted({w for w in words if len(w) >= 6}, key=len, reverse=True)
+        if not needles:
+            return
+
+        def mentions(value: Any) -> bool:
+            text = json.dumps(value, ensure_ascii=False)
+            return any(n in text for n in needles)
+
+        def update() -> None:
+            if not self.path.exists() or not mentions(self.read()):
+                return
+            with self._editing() as data:
+                remotes = data.get("remotes")
+                for entry in remotes.values() if isinstance(remotes, dict) else []:
+                    if not isinstance(entry, dict):
+                        continue
+                    entry["conflicts"] = [c for c in entry.get("conflicts") or [] if not mentions(c)]
+                    if mentions(entry.get("last_error")):
+                        error = entry["last_error"]
+                        entry["last_error"] = {**error, "message": "(names a purged memory)"} \
+                            if isinstance(error, dict) else None
+                for key in [k for k, v in data.items() if k != "remotes" and mentions(v)]:
+                    del data[key]
         self._quietly(update)
 
     @contextmanager

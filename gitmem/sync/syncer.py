@@ -82,6 +82,7 @@ from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, Inval
 from ..memory.paths import MEMORY_MD
 from ..store.catalog import stem_key
 from ..store.git import FileChange
+from ..store.purged import purge_stamp
 from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
 from .forget import Forgetting, fetch_tombstones, push_tombstones, tombstones_ahead, without_purged
 from .quarantine import Quarantine
@@ -300,6 +301,7 @@ class Syncer:
         for attempt in range(max(1, max_attempts)):
             if attempt:
                 _back_off(attempt)  # clones racing each other: do not retry in lock-step
+            stamp = purge_stamp(self.store.state_dir)
             with Quarantine(self.store.git.repo) as quarantine:
                 with _timer(report, "fetch"):
                     tip = self._fetch(client, path, url, branch, quarantine)
@@ -310,11 +312,22 @@ class Syncer:
                                     code="push_rejected", hint="Check the remote's branch protection.")
                 previous = tip
                 with self.store.lock.hold(), quarantine.exposed(), _timer(report, "integrate"):
+                    if purge_stamp(self.store.state_dir) != stamp:
+                        # Another process rewrote history while this one fetched without the lock:
+                        # the fetch skipped objects we then had, and this process may still read
+                        # the packs that purge deleted.  Forget them and fetch again.
+                        self.store.git.repo.object_store.close()
+                        busy = True
+                        report.retries += 1
+                        continue
                     forgetting = Forgetting(self, tombs, quarantine)   # purges: see gitmem.sync.forget
                     forgetting.before(tip)
-                    self._integrate(remote, tip, who, report, quarantine)
-                    if tip is not None:  # only once checked and integrated (see the module doc)
-                        self._track(remote, branch, tip)
+                    # An old tip a tombstone maps is integrated as the commit it became: the
+                    # old history is never merged into the rewritten one.
+                    arrived = forgetting.rewritten(tip)
+                    self._integrate(remote, arrived, who, report, quarantine)
+                    if arrived is not None:  # only once checked and integrated (see the module doc)
+                        self._track(remote, branch, arrived)
                     forgetting.after(report)
             head = self.store.git.head()
             if head is None or (head == tip and not tombstones_ahead(self.store, tombs)):

@@ -22,12 +22,16 @@ Checks (each a :class:`Finding`):
 * ``secrets``: memory files holding what looks like a secret (files a person
   saved are committed as they are; this is where they are reported);
 * ``memory-index``: ``MEMORY.md`` out of date (after a ``git pull`` or a commit
-  made with the git CLI); repaired by a commit that regenerates it.
+  made with the git CLI); repaired by a commit that regenerates it;
+* ``history``: a commit the refs reach names a parent that is missing (checked
+  first: when it fails, it is the only finding); repaired by copying the commits
+  above the gap without the missing parent.
 
 ``repair=True`` fixes: the search index (re-index the differing files),
 ``.git/index``, leftover temp files, the catalog (rebuilt from the files and
-history), stale lock files and ``MEMORY.md``.  It never edits a memory file and never
-rewrites history; it says what it did.
+history), stale lock files, ``MEMORY.md`` and a history gap (the only history it
+rewrites: commits above a missing parent).  It never edits a memory file; it says
+what it did.
 """
 
 from __future__ import annotations
@@ -77,13 +81,156 @@ class Finding:
 def diagnose(services: Services, *, repair: bool = False) -> list[Finding]:
     """Run every check (and optional repairs); returns the findings in order."""
     with services.store.lock.hold():
+        history = _history(services, repair)
+        if not history.ok:   # every other check reads history: it would only fail on the same gap
+            return [history]
         catalog = _catalog(services, repair)
         locks = _git_locks(services, repair)  # first: a stale index.lock would block the index repair
         services.reader.scan()
         return [_frontmatter(services), _metadata(services), _index(services, repair), _worktree(services),
                 _git_index(services, repair), _temp_files(services, repair), _fsck(services, repair), catalog,
                 locks, _recovery(services), _secrets(services), _memory_index(services, repair), _links(services),
-                _held_config(services), _sync(services)]
+                _held_config(services), _sync(services), history]
+
+
+def _history(services: Services, repair: bool) -> Finding:
+    """Every commit a branch, tag or HEAD reaches is here.  A commit naming a missing
+    parent (left by a gitmem older than this one when a purge ran in another
+    process during a sync: a merge with the old history, whose old side was then
+    pruned) makes every sync and every history read fail.  ``--repair`` copies each
+    such commit without the missing parent (same files, message and authors) and
+    moves the refs onto the copies; the missing side was old history that a purge
+    had already rewritten, so nothing of the files is lost."""
+    git = services.store.git
+    missing, broken = _missing_parents(git)
+    if not missing:
+        return Finding("history", True, "every commit the refs reach is present")
+    shown = ", ".join(sorted(m.decode()[:12] for m in missing))
+    finding = Finding("history", False,
+                      f"history is broken: commit(s) {shown} are missing (named as parent by "
+                      f"{', '.join(sorted(b.decode()[:12] for b in broken))}); sync and history "
+                      "reads fail until repaired: run gitmem doctor --repair")
+    if repair:
+        moved = _drop_missing_parents(git, missing)
+        finding.repaired = [f"moved {name} from {old[:12]} to {new[:12]} (missing parent dropped)"
+                            for name, old, new in moved]
+        finding.ok = not _missing_parents(git)[0]
+        if finding.ok:
+            finding.summary = f"history was broken (commit(s) {shown} missing); repaired"
+    return finding
+
+
+def _tips(git: Any) -> dict[bytes, bytes]:
+    """Branches, tags and the like (not symbolic refs) -> the commit each names."""
+    from dulwich.objects import Commit, Tag
+    repo = git.repo
+    symrefs = set(repo.refs.get_symrefs())
+    out = {}
+    for name, sha in repo.refs.as_dict().items():
+        if name == b"HEAD" or name in symrefs:
+            continue
+        try:
+            obj = repo.object_store[sha]
+        except KeyError:
+            continue
+        if isinstance(obj, Tag):
+            continue   # an annotated tag on a broken commit is left to git
+        if isinstance(obj, Commit):
+            out[name] = sha
+    return out
+
+
+def _missing_parents(git: Any) -> tuple[set[bytes], set[bytes]]:
+    """(missing commits, the present commits that name one as parent), walking every ref."""
+    store = git.repo.object_store
+    missing: set[bytes] = set()
+    broken: set[bytes] = set()
+    seen: set[bytes] = set()
+    todo = list(set(_tips(git).values()))
+    while todo:
+        sha = todo.pop()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        try:
+            commit = store[sha]
+        except KeyError:
+            missing.add(sha)
+            continue
+        for parent in commit.parents:
+            if parent not in store:
+                missing.add(parent)
+                broken.add(sha)
+            else:
+                todo.append(parent)
+    return missing, broken
+
+
+def _drop_missing_parents(git: Any, missing: set[bytes]) -> list[tuple[str, str, str]]:
+    """Copy every commit that (through its parents) names a missing commit, without it;
+    move each ref from its old commit to the copy.  Returns the moves."""
+    from dulwich.objects import Commit, ObjectID
+    store = git.repo.object_store
+    mapped: dict[bytes, bytes | None] = {m: None for m in missing}
+
+    def copy(sha: bytes) -> bytes | None:
+        if sha in mapped:
+            return mapped[sha]
+        stack: list[tuple[bytes, bool]] = [(sha, False)]
+        while stack:   # parents first, without recursion (histories are long)
+            top, expanded = stack.pop()
+            if top in mapped:
+                continue
+            if not expanded:
+                stack.append((top, True))
+                stack.extend((p, False) for p in store[top].parents if p not in mapped)
+                continue
+            old: Commit = store[top]
+            parents: list[bytes] = []
+            for parent in old.parents:
+                new_parent = mapped.get(parent, parent)
+                if new_parent is not None and new_parent not in parents:
+                    parents.append(new_parent)
+            if parents == list(old.parents):
+                mapped[top] = top
+                continue
+            new = Commit()
+            new.tree, new.parents = old.tree, [ObjectID(p) for p in parents]
+            new.author, new.committer = old.author, old.committer
+            new.author_time, new.commit_time = old.author_time, old.commit_time
+            new.author_timezone, new.commit_timezone = old.author_timezone, old.commit_timezone
+            new.encoding, new.message = old.encoding, old.message
+            store.add_object(new)
+            mapped[top] = new.id
+        return mapped[sha]
+
+    moves = []
+    for name, sha in sorted(_tips(git).items()):
+        new = copy(sha)
+        if new is not None and new != sha and git.repo.refs.set_if_equals(name, sha, new,
+                                                                           message=b"gitmem doctor --repair"):
+            moves.append((name.decode(), sha.decode(), new.decode()))
+    # Reflog entries naming a replaced commit would keep `git fsck` reporting the gap.
+    replaced = {old for old, new in mapped.items() if new != old}
+    _drop_reflog_entries(git.git_dir / "logs", replaced)
+    return moves
+
+
+def _drop_reflog_entries(logs: Path, commits: set[bytes]) -> None:
+    """Remove the reflog lines whose old or new value is one of ``commits``."""
+    if not commits or not logs.is_dir():
+        return
+    for folder, _, files in os.walk(logs):
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                lines = handle.readlines()
+            keep = [line for line in lines if line[:40] not in commits and line[41:81] not in commits]
+            if len(keep) != len(lines):
+                tmp = path + ".tmp"
+                with open(tmp, "wb") as handle:
+                    handle.writelines(keep)
+                os.replace(tmp, path)
 
 
 def _frontmatter(services: Services) -> Finding:
