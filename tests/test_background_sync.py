@@ -190,8 +190,10 @@ def test_an_unreachable_remote_never_fails_a_write_and_the_sync_recovers(
     assert now["error"]["code"] == "remote_unreachable"
     cli = status_of(tmp_path / "a")
     assert cli["last_error"]["code"] == "remote_unreachable" and cli["failures"] >= 2
-    text = gitmem(tmp_path / "a", "status").stdout
-    assert "last error    remote_unreachable" in text and "backing off, next attempt" in text
+    # between two attempts (not in the middle of one) the status says when the next one is
+    text = wait_for(lambda: (t := gitmem(tmp_path / "a", "status").stdout) and "backing off, next attempt" in t and t,
+                    "the backoff in gitmem status")
+    assert "last error    remote_unreachable" in text
     log = (tmp_path / "mcp.log").read_text()
     assert "sync origin failed (remote_unreachable)" in log and "next in" in log
 
@@ -201,8 +203,8 @@ def test_an_unreachable_remote_never_fails_a_write_and_the_sync_recovers(
     state = wait_for(lambda: (s := server.call("memory_sync", {})["status"])["last_error"] is None and s,
                      "the error to clear")
     assert state["failures"] == 0 and state["ahead"] == 0 and state["background"]["next_attempt"] is None
+    wait_for(lambda: "working again after" in (tmp_path / "mcp.log").read_text(), "the recovery in the log")
     assert server.close() == 0
-    assert "working again after" in (tmp_path / "mcp.log").read_text()
 
 
 def test_a_remote_named_by_the_flag_must_be_configured(shared: Path, tmp_path: Path) -> None:
