@@ -200,9 +200,13 @@ def test_an_unreachable_remote_never_fails_a_write_and_the_sync_recovers(
     away.rename(shared)                                 # back again: the write is pushed
     wait_for(lambda: "add: Offline note" in remote_subjects(shared), "the offline write on the remote",
              timeout=45)
-    state = wait_for(lambda: (s := server.call("memory_sync", {})["status"])["last_error"] is None and s,
-                     "the error to clear")
-    assert state["failures"] == 0 and state["ahead"] == 0 and state["background"]["next_attempt"] is None
+    def recovered() -> dict[str, Any] | None:
+        # the error, the failure count and the backoff's next attempt clear as the first sync that
+        # succeeds is recorded: wait for all of them, not for the first to change
+        state: dict[str, Any] = server.call("memory_sync", {})["status"]
+        ok = state["last_error"] is None and state["failures"] == 0 and state["ahead"] == 0
+        return state if ok and state["background"]["next_attempt"] is None else None
+    wait_for(recovered, "the error and the backoff to clear")
     wait_for(lambda: "working again after" in (tmp_path / "mcp.log").read_text(), "the recovery in the log")
     assert server.close() == 0
 

@@ -456,18 +456,19 @@ def test_https_credentials_come_from_env_or_git_credentials(tmp_path: Path, cloc
 def test_sync_rewrites_a_remote_that_still_has_a_purged_memory(tmp_path: Path, remote: Path,
                                                                 clock: FakeClock) -> None:
     a = _first(tmp_path, remote, clock)
-    leaked = a.add("Leaked note", "The vault door code is 4711.")
+    # the secret is a word no object id can contain (ids are hex): "4711" alone can be part of one
+    leaked = a.add("Leaked note", "The vault door code is quokka-4711.")
     a.add("Kept", "Stays.")
     a.sync()
     a.purge(leaked.id)
     head = a.head
     report = a.sync()                   # the remote's history still holds the old commits: rewritten
-    assert report.pushed and a.head == head and "4711" not in _all_text(a)
+    assert report.pushed and a.head == head and "quokka" not in _all_text(a)
     assert git(remote, "rev-parse", "main").strip() == head
-    assert "4711" not in git(remote, "log", "--all", "-p")
+    assert "quokka" not in git(remote, "log", "--all", "-p")
     a.add("After", "x")
     a.sync()                            # and later syncs are ordinary fast-forwards
     b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
-    assert "4711" not in git(b.root, "log", "--all", "-p")
+    assert "quokka" not in git(b.root, "log", "--all", "-p")
     a.close()
     b.close()
