@@ -571,8 +571,8 @@ class Vault:
 
     def sync_status(self, remote: str | None = None) -> dict[str, Any]:
         """How this vault syncs with ``remote``: last success and error, ahead/behind,
-        conflict copies, the background sync (:meth:`SyncState.status`)."""
-        return self.services.syncer.state.status(remote)
+        conflict copies, the background sync, the purges (:meth:`Syncer.status`)."""
+        return self.services.syncer.status(remote)
 
     def pending_config(self) -> dict[str, dict[str, Any]]:
         """Safety settings a sync held back: {key: {kept, file, since}} (see

@@ -344,7 +344,7 @@ def sync(ctx: ToolContext,
     read-only; action "now" fetches, merges (memory by memory; a memory changed differently on both
     sides is kept twice: a conflict copy with status conflict) and pushes, then reports. Returns
     {"status": {"remote", "last_success", "last_attempt", "last_error", "failures", "ahead",
-    "behind", "conflicts", "unresolved_conflicts", "background"}}; with "now", also "sync":
+    "behind", "conflicts", "unresolved_conflicts", "background", "purges"}}; with "now", also "sync":
     {"action", "arrived", "pushed", "conflicts", "merged", "warnings"}. ahead: commits not pushed
     yet; behind: commits fetched but not merged yet."""
     status = ctx.vault.sync_status

@@ -68,8 +68,6 @@ def status(ctx: click.Context, remote: str | None, as_json: bool) -> None:
     """
     vault = open_vault(ctx)
     state = vault.sync_status(remote)
-    from ..sync.forget import purge_line
-    state["purges"] = purge_line(vault.services.store, state["remote"], state.get("last_success"))
     emit(state, as_json, lambda: status_text(state))
 
 

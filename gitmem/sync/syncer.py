@@ -84,7 +84,7 @@ from ..store.catalog import stem_key
 from ..store.git import FileChange
 from ..store.purged import purge_stamp
 from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
-from .forget import Forgetting, fetch_tombstones, push_tombstones, tombstones_ahead, without_purged
+from .forget import Forgetting, fetch_tombstones, purge_line, push_tombstones, tombstones_ahead, without_purged
 from .quarantine import Quarantine
 from .remote_trees import all_commits, check_incoming_trees
 from .remotes import (
@@ -267,6 +267,13 @@ class Syncer:
         return out
 
     # -------------------------------------------------------------- sync
+    def status(self, remote: str | None = None) -> dict[str, Any]:
+        """The sync state of ``remote`` (:meth:`SyncState.status`) and, under ``purges``,
+        one line on the purges this clone made or applied (None when there was none)."""
+        state = self.state.status(remote)
+        state["purges"] = purge_line(self.store, state["remote"], state.get("last_success"))
+        return state
+
     def sync(self, remote: str = "origin", *, author: str | Identity | None = None,
              max_attempts: int = MAX_ATTEMPTS) -> SyncReport:
         """Fetch from ``remote``, integrate (fast-forward or merge), push.
