@@ -41,6 +41,7 @@ _EXPORTS = {
     "Protected": "errors",
     "Conflict": "errors",
     "AmbiguousReference": "errors",
+    "BranchMoved": "errors",
     "LockTimeout": "errors",
     "StorageError": "errors",
     "VaultClosed": "errors",

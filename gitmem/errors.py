@@ -42,6 +42,7 @@ __all__ = [  # the error classes (from_system_error is a helper, not re-exported
     "Protected",
     "Conflict",
     "AmbiguousReference",
+    "BranchMoved",
     "LockTimeout",
     "StorageError",
     "VaultClosed",
@@ -183,6 +184,14 @@ class Conflict(GitmemError):
 
     code = "conflict"
     exit_code = 5
+
+
+class BranchMoved(Conflict):
+    """The vault's branch moved while a write was being made (a git command committed,
+    or held the branch's lock); nothing was changed.  A write retries by itself first."""
+
+    code = "branch_moved"
+    default_hint = "Retry; nothing was changed."
 
 
 class AmbiguousReference(Conflict):

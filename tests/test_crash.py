@@ -164,11 +164,15 @@ KILL_AT = {
                "    os._exit(9)\n"
                "recovery.PendingObjects.write = half\n",
     "worktree": "v.services.store.git._apply_to_worktree = lambda *args: os._exit(9)\n",
-    "ref": "import dulwich.refs\n"
-           "def dead(self, name, old, new, **kw):\n"
-           "    (v.services.store.git.git_dir / (name.decode() + '.lock')).write_bytes(new + b'\\n')\n"
-           "    os._exit(9)\n"
-           "dulwich.refs.DiskRefsContainer.set_if_equals = dead\n",
+    # Killed inside the branch's move, holding git's lock on the branch: before the new
+    # .git/index replaced the old one, and just after.
+    "ref": "type(v.services.store.git.git_index).publish_staged = lambda self: os._exit(9)\n",
+    "ref-published": "GitIndex = type(v.services.store.git.git_index)\n"
+                     "publish = GitIndex.publish_staged\n"
+                     "def dead(self):\n"
+                     "    publish(self)\n"
+                     "    os._exit(9)\n"
+                     "GitIndex.publish_staged = dead\n",
     "index": "def dead(self):\n"
              "    from gitmem.store.recovery import index_writing\n"
              "    with index_writing(self):\n"
@@ -216,9 +220,10 @@ def test_killed_before_the_working_tree_is_written_is_rolled_forward(tmp_path: P
     assert "finished an interrupted write" in (root / ".git/gitmem/recovery.log").read_text()
 
 
-def test_killed_holding_the_ref_lock_does_not_block_the_next_writer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("point", ["ref", "ref-published"])
+def test_killed_holding_the_ref_lock_does_not_block_the_next_writer(tmp_path: Path, point: str) -> None:
     root, head = fresh(tmp_path)
-    die_during(root, "ref", "v.move('keeper', 'long_term')")
+    die_during(root, point, "v.move('keeper', 'long_term')")
     assert (root / ".git/refs/heads/main.lock").exists()
     with Vault.open(root, lock_timeout=5) as v:
         assert not (root / ".git/refs/heads/main.lock").exists()

@@ -43,7 +43,7 @@ WORKER = Path(__file__).with_name("stress_worker.py")
 LOCK_TIMEOUT = 30.0   # the vault lock timeout of every front door used here
 # Errors a caller can meet under load without anything being wrong: the vault busy past
 # its own lock timeout, or a person's save landing in the same file at the same moment.
-EXPECTED_CODES = {"vault_busy", "changed_on_disk", "conflict"}
+EXPECTED_CODES = {"vault_busy", "changed_on_disk", "conflict", "branch_moved"}
 
 
 def _spawn(mode: str, root: Path, name: str, count: int, seed: int, env: dict[str, str] | None = None

@@ -280,7 +280,7 @@ def test_commit_failure_restores_working_tree(vault: Vault, monkeypatch: pytest.
     def refuse(*args: object, **kwargs: object) -> bool:
         return False  # as if another git process moved the branch
 
-    monkeypatch.setattr(vault.services.store.git.repo.refs, "set_if_equals", refuse)
+    monkeypatch.setattr("gitmem.store.git.move_branch", refuse)
     with pytest.raises(Conflict):
         vault.update(m.id, body="new\n")
     with pytest.raises(Conflict):

@@ -46,13 +46,15 @@ from typing import Any, Literal, Protocol
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
+from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
-from dulwich.repo import Repo
+from dulwich.repo import Repo, get_user_identity
 
 from .. import safefs
 from ..config import Identity
-from ..errors import Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
+from ..errors import BranchMoved, Conflict, GitmemError, NotAVault, RevisionNotFound, StorageError
+from .branch import REF_LOCK_TIMEOUT, move_branch
 from .changes import FileChange
 from .git_index import FILE_MODE, GitIndex, lstat_or_none
 from .housekeeping import EXIT_THRESHOLD, LOOSE_THRESHOLD, Housekeeper, HousekeepingReport, run_in_child
@@ -251,7 +253,7 @@ class GitStore:
             tree = self._commit_trees[commit_sha] = self.commit(commit_sha).tree
         return tree
 
-    def _tree(self, sha: bytes) -> Tree | None:
+    def tree_object(self, sha: bytes) -> Tree | None:
         """The tree ``sha`` (None for another kind of object), parsed once: a write looks
         up the same few trees several times (its checks, the person-edit guard), and a
         git object never changes.  Callers must not modify what they get."""
@@ -267,12 +269,12 @@ class GitStore:
 
     def _subtree(self, commit_sha: bytes | None, parts: Sequence[bytes]) -> Tree | None:
         tree_sha = self.tree_of(commit_sha)
-        tree = self._tree(tree_sha) if tree_sha is not None else None
+        tree = self.tree_object(tree_sha) if tree_sha is not None else None
         for part in parts:
             if tree is None or part not in tree:
                 return None
             mode, sha = tree[part]
-            tree = self._tree(sha) if stat.S_ISDIR(mode) else None
+            tree = self.tree_object(sha) if stat.S_ISDIR(mode) else None
         return tree
 
     def blob_sha_at(self, commit_sha: bytes | None, path: str) -> bytes | None:
@@ -425,31 +427,35 @@ class GitStore:
                    for c, w in zip(changes, writes, strict=True)]
         try:
             # The new .git/index goes into index.lock first (a full disk stops the write here).
-            self.git_index.stage(self.git_index.entries_of(changes, blob_ids, backups, writes))
-            reflog = f"commit: {message.splitlines()[0]}".encode()
-            if parent is None:
-                ok = repo.refs.add_if_new(ref, commit.id, message=reflog)
-            else:
-                ok = repo.refs.set_if_equals(ref, ObjectID(parent), commit.id, message=reflog)
+            self.git_index.stage(self.git_index.entries_of(changes, blob_ids, backups, writes),
+                                 before=self.tree_of(parent), after=new_tree)
+            ok = self._move_branch(ref, parent, commit.id, f"commit: {message.splitlines()[0]}".encode(),
+                                   commit.committer, commit.commit_time, commit.commit_timezone)
             if not ok:
-                raise Conflict("the vault's branch moved during the write (another git process?)",
-                               hint="Retry; nothing was changed.")
+                raise BranchMoved("the vault's branch moved during the write (another git process?)")
         except BaseException as exc:
             self.git_index.drop_staged()
             self._restore_worktree([b for b, w in zip(backups, writes, strict=True) if w])
             end_write(self)
             if isinstance(exc, Conflict):
                 raise
-            if isinstance(exc, OSError):
-                # dulwich leaves the branch's lock file behind when writing it fails as it is
-                # closed (a full disk): every later commit, gitmem's or git's, would then
-                # fail on it.  It is this write's own (git's would have raised FileLocked).
-                (self.git_dir / (ref.decode("utf-8") + ".lock")).unlink(missing_ok=True)
+            if isinstance(exc, OSError):   # (the branch's lock file is gone: move_branch)
                 raise StorageError(f"could not update the branch or .git/index: {exc}") from exc
             raise
         self.git_index.keep_staged()
         end_write(self)
         return commit.id
+
+    def _move_branch(self, ref: bytes, old: bytes | None, new: bytes, message: bytes, who: bytes,
+                     when: int, tz: int) -> bool:
+        """Move the branch, publishing the staged ``.git/index`` inside git's lock on it
+        (:mod:`gitmem.store.branch`).  False when the branch no longer holds ``old``."""
+        try:
+            return move_branch(self.repo, ref, old, new, message=message, who=who, when=when, tz=tz,
+                               publish=self.git_index.publish_staged)
+        except FileLocked:
+            raise BranchMoved(f"another git command held the lock on {ref.decode()} for over "
+                              f"{REF_LOCK_TIMEOUT:.0f}s") from None
 
     def _rename_commit(self, pending: PendingObjects, parent: bytes, changes: Sequence[FileChange],
                        message: str, author: Identity, committer: Identity | None, when: float) -> bytes | None:
@@ -500,11 +506,12 @@ class GitStore:
             raise
         blob_ids = [None if c.data is None else Blob.from_string(c.data).id for c in changes]
         try:
-            self.git_index.stage(self.git_index.entries_of(changes, blob_ids, backups, [True] * len(changes)))
-            if not self.repo.refs.set_if_equals(self.head_ref(), ObjectID(old), ObjectID(new),
-                                                message=reason.encode("utf-8")):
-                raise Conflict("the vault's branch moved during the sync (another git process?)",
-                               hint="Sync again; nothing was changed.")
+            self.git_index.stage(self.git_index.entries_of(changes, blob_ids, backups, [True] * len(changes)),
+                                 before=self.tree_of(old), after=self.tree_of(new))
+            who = get_user_identity(self.repo.get_config_stack())
+            if not self._move_branch(self.head_ref(), old, new, reason.encode("utf-8"), who, int(time.time()), 0):
+                raise BranchMoved("the vault's branch moved during the sync (another git process?)",
+                                  hint="Sync again; nothing was changed.")
         except BaseException as exc:
             self.git_index.drop_staged()
             self._restore_worktree(backups)

@@ -6,11 +6,14 @@ file: it must name what HEAD holds, or the shell shows phantom changes and a
 ``git commit`` would undo a write.
 
 Every move of the branch happens while gitmem holds git's own ``.git/index.lock``,
-as git's commands do (:meth:`GitIndex.locked`): the new index is written into the
-lock file before the branch moves and renamed over ``.git/index`` right after,
-before the write returns.  A ``git commit`` in a shell therefore never reads an
-index that lags HEAD: it either ran before (the write then builds on its commit)
-or fails on the lock, cleanly.
+as git's commands do (:meth:`GitIndex.locked`): the new index is written (and
+synced) before the branch moves, and replaces ``.git/index`` while gitmem holds the
+branch's own lock, just before the branch moves (:mod:`gitmem.store.branch`).  A
+``git commit`` in a shell therefore never reads an index that lags HEAD: it either
+ran before (the write then builds on its commit) or fails, cleanly, on a lock or
+on the branch having moved.  The new index keeps git's cached trees true
+(:mod:`gitmem.store.cache_tree`): a ``git commit`` that read the index just before a
+write then has nothing to write back over it.
 
 The new index is the old file's bytes cut and joined around the entries a write
 changed (:func:`spliced`, a few milliseconds at 10k files), or, for an index that
@@ -31,10 +34,10 @@ import sys
 import threading
 import time
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from dulwich.errors import ChecksumMismatch
 from dulwich.file import FileLocked, GitFile
@@ -48,15 +51,24 @@ from dulwich.index import (
     read_index_dict_with_version,
     write_index_dict,
 )
-from dulwich.objects import Blob, ObjectID
+from dulwich.objects import Blob, ObjectID, Tree
 
 from .. import safefs
 from ..errors import GitmemError, LockTimeout, StorageError
+from . import cache_tree
 from .changes import FileChange
-from .recovery import JournaledStore, index_lock_marked, index_writing, mark_index_writing, unmark_index_writing
+from .recovery import (
+    NEXT_INDEX,
+    JournaledStore,
+    index_lock_marked,
+    index_writing,
+    mark_index_writing,
+    unmark_index_writing,
+)
 
 __all__ = ["GitIndex", "IndexLayout", "IndexSource", "HeldIndex", "Entries", "INDEX_UNREADABLE",
-           "FILE_MODE", "INDEX_LOCK_TIMEOUT", "splice_index", "spliced", "rewritten", "read_index_file",
+           "FILE_MODE", "INDEX_LOCK_TIMEOUT", "TreesUpdate", "splice_index", "spliced", "cached_trees_of",
+           "prime_cached_trees", "rewritten", "read_index_file",
            "lstat_or_none", "without_times"]
 
 FILE_MODE = 0o100644
@@ -95,6 +107,8 @@ class IndexSource(JournaledStore, Protocol):
 
     def tree_of(self, commit_sha: bytes | None) -> bytes | None: ...
 
+    def tree_object(self, sha: bytes) -> Tree | None: ...
+
 
 class GitIndex:
     """The ``.git/index`` of one open vault: the lock a write holds, the entries it
@@ -121,8 +135,9 @@ class GitIndex:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold ``.git/index.lock`` for a ``with`` block (re-entrant): every commit and
-        fast-forward made inside writes its entries into the lock file, which replaces
-        ``.git/index`` when the outermost block ends.  Waits while a git command holds
+        fast-forward made inside stages its index (:meth:`stage`) and publishes it as the
+        branch moves (:meth:`publish_staged`); the lock goes when the outermost block
+        ends.  Waits while a git command holds
         the lock, for up to :attr:`lock_timeout` seconds (then :class:`LockTimeout`,
         nothing changed).  Caller holds the vault lock."""
         held = self.held
@@ -172,16 +187,23 @@ class GitIndex:
             except OSError as exc:
                 unmark_index_writing(self.store)
                 raise StorageError(f"could not create {lock}: {exc.strerror}") from exc
-        return HeldIndex(path, lock, os.fdopen(fd, "r+b"))
+        os.close(fd)   # held by existing: git never reads it, and gitmem writes the index beside it
+        return HeldIndex(path, lock)
 
-    def stage(self, entries: Entries) -> None:
-        """Write the index a write leads to into the held ``index.lock`` (and sync it),
-        before the branch moves: a full disk stops the write here, with nothing moved.
-        Kept by :meth:`keep_staged` once the branch has moved."""
+    def stage(self, entries: Entries, *, before: bytes | None, after: bytes | None) -> None:
+        """Write the index a write leads to beside ``.git/index`` (and sync it), before
+        the branch moves: a full disk stops the write here, with nothing moved.
+        ``before`` and ``after`` are the trees of the commit the branch moves from and to,
+        for the cached trees (:mod:`gitmem.store.cache_tree`).  Kept by
+        :meth:`keep_staged` once the branch has moved."""
         held = self.held
         assert held is not None, "a commit moves the branch only inside GitIndex.locked()"
         data = held.current()
-        result = spliced(data, entries, held.layout or self.layout, self._state / INDEX_LAYOUT)
+
+        def trees(old: cache_tree.CachedTree | None, index_was_empty: bool) -> cache_tree.CachedTree | None:
+            return cache_tree.updated(old, entries, before, after, self.store.tree_object,
+                                      index_was_empty=index_was_empty)
+        result = spliced(data, entries, held.layout or self.layout, self._state / INDEX_LAYOUT, trees)
         pieces: list[bytes | memoryview]
         layout: IndexLayout | None
         if result is None:
@@ -190,6 +212,14 @@ class GitIndex:
             pieces, layout = result
         held.write(pieces)
         held.staged = (pieces, layout, dict(entries))
+        held.previous = data
+
+    def publish_staged(self) -> None:
+        """Replace ``.git/index`` with what :meth:`stage` wrote: called while the branch's
+        lock is held, just before the branch moves (:func:`gitmem.store.branch.move_branch`)."""
+        held = self.held
+        if held is not None and held.staged is not None:
+            held.publish()
 
     def keep_staged(self) -> None:
         """The branch moved: what :meth:`stage` wrote is the index from now on."""
@@ -198,33 +228,24 @@ class GitIndex:
             held.keep()
 
     def drop_staged(self) -> None:
-        """The branch did not move: the lock file goes back to the index as it was."""
+        """The branch did not move: ``.git/index`` goes back to what it was, if it was
+        published already (the branch's update failed after)."""
         held = self.held
         if held is not None and held.staged is not None:
             held.staged = None
-            if held.kept is not None:
+            if held.published:
                 try:
-                    held.write(held.kept[0])
+                    held.put_back()
                 except OSError:
-                    held.broken = True   # the release then leaves it to the repair (below)
+                    self.mark_dirty()   # it may name the commit that did not land: repaired at next open
 
     def _release(self, held: HeldIndex) -> None:
-        """Rename the lock file over ``.git/index`` when a commit of this hold moved the
-        branch; else remove it.  Should the rename fail, the entries are left pending
-        (and the index marked) for :meth:`flush` or the next process."""
+        """Let ``.git/index.lock`` go, and note the layout of the index this hold wrote."""
         try:
+            held.release()
             if held.kept is None:
-                held.abort()
                 return
-            pieces, layout, entries = held.kept
-            try:
-                if held.broken:
-                    raise OSError("the lock file could not be put back")
-                held.commit()
-            except OSError:
-                held.abort()
-                self._queue(entries)
-                return
+            _, layout, entries = held.kept
             self.layout = layout
             if layout is not None:
                 layout.save(self._state / INDEX_LAYOUT)
@@ -401,20 +422,23 @@ class GitIndex:
         self._clear_dirty()
         return fixed
 
-    def _write_index_object(self, index: Index) -> None:
-        """Write a dulwich ``Index`` as ``.git/index``: through the held ``index.lock``
-        inside :meth:`locked` (recovery), else under its own."""
-        held = self.held
-        if held is None:
-            with index_writing(self.store):
-                index.write()
-            return
+    def _write_index_object(self, index: Index, trees: cache_tree.CachedTree | None = None) -> None:
+        """Write a dulwich ``Index`` (with these cached trees) as ``.git/index``: through the
+        held ``index.lock`` inside :meth:`locked` (recovery), else under its own."""
         out = io.BytesIO()
         writer = IndexChecksumWriter(out)
         write_index_dict(writer, dict(index.items()))
+        writer.write(cache_tree.extension(trees))
         writer.write_checksum()
-        held.write([out.getvalue()])
-        held.staged = ([out.getvalue()], None, {})
+        data = out.getvalue()
+        held = self.held
+        if held is None:
+            with index_writing(self.store), GitFile(str(self.path), "wb") as f:
+                f.write(data)
+            return
+        held.write([data])
+        held.staged = ([data], None, {})
+        held.publish()
         held.keep()
 
     def rebuild_from_head(self) -> list[str]:
@@ -438,8 +462,10 @@ class GitIndex:
         index = Index(repo.index_path(), read=False)
         tree = self.store.tree_of(self.store.head())
         entries = [] if tree is None else list(repo.object_store.iter_tree_contents(ObjectID(tree)))
+        complete = True   # the index will hold exactly HEAD's files: its cached trees are HEAD's
         for entry in entries:
             if not (stat.S_ISREG(entry.mode) or stat.S_ISLNK(entry.mode)):
+                complete = False
                 continue  # submodules (gitlinks) are not vault content
             rel = entry.path.decode("utf-8", "surrogateescape")
             st = lstat_or_none(root, rel)   # through the path gate: a link on the way is never followed
@@ -457,24 +483,31 @@ class GitIndex:
         new = {path: (e.sha, e.mode) for path, e in index.iteritems() if isinstance(e, IndexEntry)}
         changed = sorted(p.decode("utf-8", "surrogateescape") for p in set(old) | set(new)
                          if old.get(p) != new.get(p))
-        self._write_index_object(index)
+        trees = cache_tree.from_tree(tree, self.store.tree_object) if tree is not None and complete else None
+        self._write_index_object(index, trees)
         self.pending.clear()  # what this process committed is in HEAD, hence in the index
         self._clear_dirty()
         return changed
 
 
 class HeldIndex:
-    """``.git/index.lock`` while a write holds it (:meth:`GitIndex.locked`): the
-    open lock file, the index as it stands for the branch's current commit, and what
-    the write in progress staged into the lock file."""
+    """``.git/index.lock`` while a write holds it (:meth:`GitIndex.locked`): the index as
+    it stands for the branch's current commit, and what the write in progress staged.
 
-    def __init__(self, path: Path, lock: Path, file: IO[bytes]) -> None:
-        self.path, self.lock, self.file = path, lock, file
+    The lock file itself stays empty: holding it is what keeps git's commands off the
+    index.  The new index is written to a file beside it (:data:`NEXT_INDEX`) and
+    renamed over ``.git/index`` as the branch moves (:meth:`publish`), so the index is
+    replaced while the lock is still held."""
+
+    def __init__(self, path: Path, lock: Path) -> None:
+        self.path, self.lock = path, lock
+        self.next = path.with_name(NEXT_INDEX)
         self.depth = 1
         self.layout: IndexLayout | None = None
         self.staged: tuple[list[bytes | memoryview], IndexLayout | None, dict[bytes, Any]] | None = None
         self.kept: tuple[list[bytes | memoryview], IndexLayout | None, dict[bytes, Any]] | None = None
-        self.broken = False
+        self.previous: bytes | None = None   # the index before the staged write, to put back
+        self.published = False               # the staged index is .git/index already
 
     def current(self) -> bytes:
         """The index as it stands for the branch's commit (read at the first commit)."""
@@ -484,11 +517,22 @@ class HeldIndex:
         return pieces[0] if len(pieces) == 1 and isinstance(pieces[0], bytes) else b"".join(pieces)
 
     def write(self, pieces: Sequence[bytes | memoryview]) -> None:
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.writelines(pieces)
-        self.file.flush()
-        os.fsync(self.file.fileno())
+        self.published = False
+        with open(self.next, "wb") as handle:
+            handle.writelines(pieces)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def publish(self) -> None:
+        os.replace(self.next, self.path)
+        self.published = True
+
+    def put_back(self) -> None:
+        """Make ``.git/index`` what it was before the staged write again."""
+        if self.previous is not None:
+            self.write([self.previous])
+            os.replace(self.next, self.path)
+        self.published = False
 
     def keep(self) -> None:
         assert self.staged is not None
@@ -497,17 +541,12 @@ class HeldIndex:
             entries = {**self.kept[2], **entries}
         self.kept, self.staged = (pieces, layout, entries), None
         self.layout = layout
+        self.published = False
 
-    def commit(self) -> None:
-        self.file.close()
-        os.replace(self.lock, self.path)
-
-    def abort(self) -> None:
+    def release(self) -> None:
+        """Remove the lock file (and a staged index nobody published)."""
         try:
-            if not self.file.closed:
-                self.file.close()   # (raises again when bytes it holds cannot be written: a full disk)
-        except OSError:
-            pass                    # closed all the same: the lock file must not outlive the write
+            self.next.unlink(missing_ok=True)
         finally:
             self.lock.unlink(missing_ok=True)
 
@@ -579,13 +618,19 @@ def splice_index(path: Path, entries: Entries, layout: IndexLayout | None = None
     return done
 
 
-def spliced(data: bytes, entries: Entries, layout: IndexLayout | None = None, shared: Path | None = None
-            ) -> tuple[list[bytes | memoryview], IndexLayout] | None:
+#: Given the cached trees of the index being spliced (None: it has none) and whether it
+#: had no entries, the cached trees of the new index (see :func:`spliced`).
+TreesUpdate = Callable[[cache_tree.CachedTree | None, bool], cache_tree.CachedTree | None]
+
+
+def spliced(data: bytes, entries: Entries, layout: IndexLayout | None = None, shared: Path | None = None,
+            trees: TreesUpdate | None = None) -> tuple[list[bytes | memoryview], IndexLayout] | None:
     """The bytes of the ``.git/index`` file ``data`` with these entries set (or, for None,
     removed), as pieces to write one after the other (the last is the SHA-1 trailer), and
     the new file's layout; None for an index this does not handle: not version 2 or 3,
     an entry with extended flags or a merge stage, or an extension git requires (split
-    index).  Optional extensions describing the entries (the cached trees, the untracked
+    index).  The cached trees are updated by ``trees`` (without it, the folders on the
+    changed paths are marked unknown); the other optional extensions (the untracked
     cache ...) are left out, as git allows; git rebuilds them.
 
     The entries' offsets are taken from ``layout`` when the file is still the one it
@@ -652,6 +697,10 @@ def spliced(data: bytes, entries: Entries, layout: IndexLayout | None = None, sh
         shift += len(new) - (until - at)
     new_starts.extend(map(shift.__add__, starts[copied:]) if shift else starts[copied:])
     pieces.append(view[last:entries_end])
+    old_trees = cache_tree.find_extension(view, entries_end)
+    new_trees = trees(old_trees, count == 0) if trees is not None else cache_tree.invalidated(old_trees, entries)
+    if new_trees is not None:
+        pieces.append(cache_tree.extension(new_trees))
     digest = hashlib.sha1()
     for piece in pieces:
         digest.update(piece)
@@ -666,6 +715,32 @@ def read_index_file(path: Path) -> bytes:
     except FileNotFoundError:
         data = b"DIRC" + struct.pack(">LL", 2, 0)
         return data + hashlib.sha1(data).digest()
+
+
+def cached_trees_of(data: bytes) -> cache_tree.CachedTree | None:
+    """The cached trees (git's ``TREE`` extension) of the ``.git/index`` file ``data``, or
+    None when it has none (or is an index :func:`spliced` does not handle)."""
+    if len(data) < 32 or data[:4] != b"DIRC":
+        return None
+    version, count = struct.unpack_from(">LL", data, 4)
+    read = _read_layout(data, count) if version in (2, 3) else None
+    return None if read is None else cache_tree.find_extension(data, read[1])
+
+
+def prime_cached_trees(path: Path, tree: bytes, load: cache_tree.TreeLoader) -> bool:
+    """Give the ``.git/index`` at ``path``, just built to hold exactly the files of
+    ``tree`` (a new clone's checkout), git's cached trees for it; False when the index is
+    one :func:`spliced` does not handle (it is left as it is: git rebuilds them)."""
+    data = read_index_file(path)
+    version, count = struct.unpack_from(">LL", data, 4)
+    read = _read_layout(data, count) if version in (2, 3) else None
+    trees = cache_tree.from_tree(tree, load) if read is not None else None
+    if read is None or trees is None:
+        return False
+    body = data[:read[1]] + cache_tree.extension(trees)
+    with GitFile(str(path), "wb") as f:   # index.lock, renamed over the index when complete
+        f.write(body + hashlib.sha1(body).digest())
+    return True
 
 
 def rewritten(data: bytes, entries: Entries) -> bytes:

@@ -79,10 +79,13 @@ class JournaledStore(Protocol):
 
 __all__ = ["Recovery", "PendingObjects", "begin_write", "end_write", "index_writing", "mark_index_writing",
            "unmark_index_writing", "index_lock_marked", "needs_recovery", "recover",
-           "TEMP_MARK", "drop_objects", "log_recovery"]
+           "TEMP_MARK", "NEXT_INDEX", "drop_objects", "log_recovery"]
 
 JOURNAL = "write-journal"
 INDEX_MARKER = "index-writing"
+#: The index a write stages beside ``.git/index`` (in ``.git/``) while it holds
+#: ``index.lock``, renamed over ``.git/index`` as the branch moves.
+NEXT_INDEX = "index.gitmem-next"
 TEMP_MARK = safefs.TEMP_MARK
 
 
@@ -213,6 +216,7 @@ def recover(store: JournaledStore) -> Recovery:
         if lock.exists():
             lock.unlink(missing_ok=True)
             report.actions.append("removed .git/index.lock left by a killed gitmem process")
+        (store.git_dir / NEXT_INDEX).unlink(missing_ok=True)
         marker.unlink(missing_ok=True)
         store.mark_index_dirty()  # the index write did not finish: redo it
     journal = state / JOURNAL

@@ -68,13 +68,13 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dulwich.objects import ObjectID
+from dulwich.objects import Commit, ObjectID, Tree
 from dulwich.refs import Ref
 
 from .. import safefs
@@ -82,6 +82,7 @@ from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, Inval
 from ..memory.paths import MEMORY_MD
 from ..store.catalog import stem_key
 from ..store.git import FileChange
+from ..store.git_index import prime_cached_trees
 from ..store.purged import purge_stamp
 from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
 from .forget import Forgetting, fetch_tombstones, purge_line, push_tombstones, tombstones_ahead, without_purged
@@ -809,6 +810,10 @@ def clone_repository(url: str, path: str | os.PathLike[str]) -> Path:
                 if _head_or_none(repo) is not None:
                     # Safe now: every entry is a checked name and a plain file or folder.
                     repo.get_worktree().reset_index(config=repo.get_config_stack())
+                    # with git's cached trees, as a `git clone` leaves them (cache_tree.py)
+                    head = repo.get_object(repo.head())
+                    if isinstance(head, Commit):
+                        prime_cached_trees(Path(repo.index_path()), head.tree, _tree_loader(repo))
         finally:
             repo.close()
     except BaseException:
@@ -819,6 +824,13 @@ def clone_repository(url: str, path: str | os.PathLike[str]) -> Path:
 
 def _listing(paths: list[str]) -> str:
     return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+def _tree_loader(repo: Repo) -> Callable[[bytes], Tree | None]:
+    def load(sha: bytes) -> Tree | None:
+        obj = repo.object_store[ObjectID(sha)]
+        return obj if isinstance(obj, Tree) else None
+    return load
 
 
 def _head_or_none(repo: Repo) -> bytes | None:

@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import safefs
-from ..errors import Conflict, ContentTooLarge, InvalidContent, InvalidFrontmatter, InvalidPath, NotFound, Protected
+from ..errors import (
+    BranchMoved,
+    Conflict,
+    ContentTooLarge,
+    InvalidContent,
+    InvalidFrontmatter,
+    InvalidPath,
+    NotFound,
+    Protected,
+)
 from ..memory.markdown import ParsedFile, render
 from ..memory.paths import MEMORY_MD
 from ..memory.secrets import policy_of as secrets_policy
@@ -175,9 +184,9 @@ class WritePipeline:
                         sha = git.commit_files(todo, message, who, when=when, write_worktree=write_worktree,
                                                generated=(MEMORY_MD,), origin=origin, expected=expected)
                     except Conflict as exc:
-                        if exc.code != "changed_on_disk" or attempt == 2:
+                        if not (exc.code == "changed_on_disk" or isinstance(exc, BranchMoved)) or attempt == 2:
                             raise
-                        continue  # a save landed in the last moments: commit it, then try again
+                        continue  # a save (or a git commit) landed in the last moments: build on it
                     break
             memories = self.after_commit(parent, sha, written, removed, touched, int(when))
         return Committed(sha.decode(), memories)
