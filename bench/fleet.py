@@ -147,6 +147,11 @@ def main() -> None:
         measured["idle_mcp"] = idle_cpu(workers, args.idle_seconds)
         log("sync cost against git fetch + git merge")
         measured["sync_cost"] = sync_cost(run, workers, servers, args.cost_rounds, args.cost_writes)
+        # The cost rounds wrote and pushed from 3 replicas: bring every replica up to the
+        # server again, so the fleet's checks compare converged replicas.
+        for _ in range(2):
+            for w in workers:
+                w.do([{"op": "sync"}])
 
     old_home = os.environ.get("HOME")
     os.environ["HOME"] = str(work / "home")   # no user settings leak in (the replicas get their own too)

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .search.results import SearchPage
     from .search.service import RefreshReport
     from .search.vectors import EmbedWorker
+    from .sync.background import BackgroundSync
     from .sync.syncer import Remote, SyncReport
     from .upkeep.doctor import Finding
     from .upkeep.purge import PurgeReport
@@ -574,6 +575,17 @@ class Vault:
         conflict copies, the background sync, the purges (:meth:`Syncer.status`)."""
         return self.services.syncer.status(remote)
 
+    def start_sync(self, remote: str | None = None, interval: float | None = None, *,
+                   log: Callable[[str], None] | None = None, quiet: bool = False) -> BackgroundSync | None:
+        """Sync with ``remote`` in a background thread: fetch on start and every ``interval``
+        seconds, push shortly after each write, back off while the remote is unreachable.
+        ``remote``/``interval`` None: the ``sync:`` settings of ``.gitmem.yaml``; None is
+        returned when neither names a remote.  Call ``stop()`` on the result to end it
+        (with a last push).  See :mod:`gitmem.sync.background`."""
+        from .sync.background import start_background_sync
+        return start_background_sync(self.services.syncer, self.config, remote=remote, interval=interval,
+                                     log=log, quiet=quiet)
+
     def pending_config(self) -> dict[str, dict[str, Any]]:
         """Safety settings a sync held back: {key: {kept, file, since}} (see
         :func:`gitmem.config.pending_changes`) (:meth:`Syncer.pending_config`)."""
@@ -610,11 +622,6 @@ class Vault:
         from .exchange.exporting import export_jsonl
         return export_jsonl(self.services, out)
 
-    def export_records(self) -> Iterable[dict[str, Any]]:
-        """Every memory as the dict one ``export_jsonl`` line holds, in path order."""
-        from .exchange.exporting import iter_memories, memory_record
-        return (memory_record(m) for m in iter_memories(self.services))
-
     def export_folder(self, target: str | os.PathLike[str], *, force: bool = False) -> FolderExport:
         """Write every memory to ``target/<tier>/<file name>.md`` (never inside the vault;
         a non-empty ``target`` needs ``force``).  See :mod:`gitmem.exchange.exporting`."""
@@ -640,6 +647,13 @@ class Vault:
         in every commit, as if it had never been written.  See :mod:`gitmem.upkeep.purge`."""
         from .upkeep.purge import purge
         return purge(self.services, ref)
+
+    def purge_status(self) -> dict[str, Any]:
+        """The purges made or applied here (``tombstones``) and, for each configured remote,
+        whether it has the rewritten history (``remotes``); asks each remote for its refs.
+        See :func:`gitmem.sync.forget.remote_status`."""
+        from .upkeep.purge import purge_status
+        return purge_status(self.services)
 
     def doctor(self, *, repair: bool = False) -> builtins.list[Finding]:
         """Check the vault (frontmatter, metadata, caches, git); ``repair`` fixes what can

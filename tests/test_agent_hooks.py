@@ -545,3 +545,29 @@ def test_uninstall_puts_back_the_users_bytes(vault_dir: Path, project: Path, tmp
     assert settings_file.read_bytes() == ODD_SETTINGS.encode()
     assert (project / ".mcp.json").read_bytes() == ODD_MCP.encode()
     assert json.loads(result.stdout)["changed"] is True
+
+
+@pytest.mark.slow
+def test_purging_a_session_note_drops_the_note_waiting_for_the_lock(vault_dir: Path, project: Path,
+                                                                    tmp_path: Path) -> None:
+    transcript = write_transcript(tmp_path / "t.jsonl", [("user", "PURGE-ME question"),
+                                                         ("assistant", "PURGE-ME answer")])
+    assert hook("session-end", session_payload(transcript), vault=vault_dir, cwd=project).returncode == 0
+    [note] = session_notes(vault_dir)
+    # Later turns of the same session, kept on disk while another process held the lock.
+    write_transcript(transcript, [("user", "PURGE-ME question"), ("assistant", "PURGE-ME answer"),
+                                  ("user", "PURGE-ME follow-up"), ("assistant", "PURGE-ME later answer")])
+    with holding_the_lock(vault_dir):
+        result = timed_hook("session-end", session_payload(transcript), vault=vault_dir, cwd=project, within=28)
+    assert result.returncode == 0 and "kept in" in result.stderr
+    spool = vault_dir / ".git" / "gitmem" / "hook-spool"
+    assert list(spool.glob("*.json"))
+    with Vault.open(vault_dir) as vault:
+        vault.purge(vault.get(note.relative_to(vault_dir).as_posix()).id)
+    assert not list(spool.glob("*.json"))
+    # The next note hook (another session) commits its own note, never the forgotten one.
+    other = write_transcript(tmp_path / "u.jsonl", [("user", "OTHER question"), ("assistant", "OTHER answer")])
+    assert hook("session-end", dict(session_payload(other), session_id="sess-2"), vault=vault_dir,
+                cwd=project).returncode == 0
+    assert "PURGE-ME" not in git(vault_dir, "log", "--all", "-p")
+    assert all("PURGE-ME" not in p.read_text(encoding="utf-8") for p in session_notes(vault_dir))

@@ -34,7 +34,6 @@ schema and are in beta.  Those can use ``gitmem mcp`` directly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, InvalidInput, NotAVault, NotFound
+from ..store.spool import SPOOL_DIR, session_source, spool_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..vault import Vault
@@ -58,7 +58,7 @@ __all__ = [
     "FileResult", "InstallReport", "install", "uninstall", "status",
     "config_paths", "hook_command", "mcp_entry", "merge_hooks", "remove_hooks",
     "merge_mcp", "remove_mcp", "session_context", "transcript_turns", "save_session_note",
-    "run_hook", "spool_session_note", "spooled_notes", "commit_spooled_notes", "SPOOL_DIR",
+    "run_hook", "spool_session_note", "spooled_notes", "commit_spooled_notes",
 ]
 
 #: Claude Code shows at most 10,000 characters of one ``additionalContext`` value
@@ -668,7 +668,7 @@ def save_session_note(vault: Vault, payload: Mapping[str, Any], *, agent: str, v
     return vault.write(body, title=f"Session note: {topic}", type="episodic", tier="short_term",
                        tags=["session-note", agent], author=author or agent,
                        external_write_id=f"{agent}-session-{session}", upsert=True,
-                       source=f"{agent} session {session}",
+                       source=session_source(agent, session),
                        summary=f"Last turns of a {spec.display} session.")
 
 
@@ -685,9 +685,9 @@ def _session_of(payload: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------- waiting notes
 #: Session notes a hook could not commit in time (another process held the vault lock):
-#: one JSON file per session in ``.git/gitmem/hook-spool/``, written before the hook
-#: waits for the lock and removed once committed.  The next note hook commits them.
-SPOOL_DIR = "hook-spool"
+#: one JSON file per session in ``.git/gitmem/hook-spool/`` (:mod:`gitmem.store.spool`),
+#: written before the hook waits for the lock and removed once committed.  The next
+#: note hook commits them.
 
 
 def spool_session_note(vault: Vault, payload: Mapping[str, Any], turns: list[tuple[str, str]], *,
@@ -697,13 +697,12 @@ def spool_session_note(vault: Vault, payload: Mapping[str, Any], turns: list[tup
     the file."""
     from ..search.state import write_json_atomic
     session = _session_of(payload)
-    folder = vault.services.store.state_dir / SPOOL_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    name = f"{agent}-{hashlib.sha256(session.encode('utf-8')).hexdigest()[:16]}.json"
+    file = spool_file(vault.services.store.state_dir, agent, session)
+    file.parent.mkdir(parents=True, exist_ok=True)
     kept = {k: payload[k] for k in ("session_id", "cwd") if isinstance(payload.get(k), str)}
-    write_json_atomic(folder / name, {"agent": agent, "verb": verb, "author": author, "payload": kept,
-                                      "turns": [list(t) for t in turns]})
-    return folder / name
+    write_json_atomic(file, {"agent": agent, "verb": verb, "author": author, "payload": kept,
+                             "turns": [list(t) for t in turns]})
+    return file
 
 
 def spooled_notes(vault: Vault) -> list[Path]:

@@ -50,8 +50,7 @@ def purge(ctx: click.Context, ref: str | None, yes: bool, status: bool, as_json:
     """
     vault = open_vault(ctx)
     if status:
-        from ..upkeep.purge import purge_status
-        data = purge_status(vault.services)
+        data = vault.purge_status()
         emit(data, as_json, lambda: _status_text(data))
         return
     if not ref:

@@ -39,9 +39,7 @@ def background_sync(vault: Vault, remote: str | None, interval: float | None, *,
                     log: Callable[[str], None] | None = None, quiet: bool = False) -> Iterator[BackgroundSync | None]:
     """Run the background sync the options or ``.gitmem.yaml`` ask for (none: yields None)
     around the command's work, and stop it (a last push) when the work ends."""
-    from ..sync.background import start_background_sync
-    running = start_background_sync(vault.services.syncer, vault.config, remote=remote, interval=interval,
-                                    log=log, quiet=quiet)
+    running = vault.start_sync(remote, interval, log=log, quiet=quiet)
     try:
         yield running
     finally:

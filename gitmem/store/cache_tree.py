@@ -42,14 +42,20 @@ TreeLoader = Callable[[bytes], "Tree | None"]
 
 class CachedTree:
     """One folder's record: ``count`` index entries under it (-1: unknown), its tree id
-    (None when unknown) and the records of its sub-folders by name."""
+    (None when unknown) and the records of its sub-folders by name.
 
-    __slots__ = ("count", "sha", "children")
+    Records are never changed once encoded: an update makes new records for the folders
+    on the changed paths and shares the others, whose bytes (``encoded``: everything
+    after the name, sub-folders included) are then reused as they are, so encoding
+    after a write costs what the write changed, not the size of the vault."""
+
+    __slots__ = ("count", "sha", "children", "encoded")
 
     def __init__(self, count: int, sha: bytes | None, children: dict[bytes, CachedTree] | None = None) -> None:
         self.count = count
         self.sha = sha                  # hex, as dulwich names objects
         self.children = children if children is not None else {}
+        self.encoded: bytes | None = None
 
     @property
     def valid(self) -> bool:
@@ -76,6 +82,7 @@ def _read(data: bytes, pos: int) -> tuple[CachedTree, int]:
     if match is None:
         raise ValueError("malformed cached tree record")
     count, subtrees = int(match.group(2)), int(match.group(3))
+    body = match.end(1) + 1
     pos = match.end()
     sha = None
     if count >= 0:
@@ -88,25 +95,28 @@ def _read(data: bytes, pos: int) -> tuple[CachedTree, int]:
         name = data[pos:data.index(b"\0", pos)]
         child, pos = _read(data, pos)
         node.children[name] = child
+    node.encoded = data[body:pos]
     return node, pos
 
 
 def encode(root: CachedTree) -> bytes:
     """The payload of a ``TREE`` extension for ``root``."""
-    out: list[bytes] = []
-    _write(b"", root, out)
-    return b"".join(out)
+    return b"\0" + _body(root)
 
 
-def _write(name: bytes, node: CachedTree, out: list[bytes]) -> None:
-    valid = node.valid
-    out.append(b"%s\0%d %d\n" % (name, node.count if valid else -1, len(node.children)))
-    if valid:
-        assert node.sha is not None
-        out.append(bytes.fromhex(node.sha.decode("ascii")))
-    # git keeps sub-folders ordered by name length, then name; it reads any order
-    for child_name in sorted(node.children, key=lambda n: (len(n), n)):
-        _write(child_name, node.children[child_name], out)
+def _body(node: CachedTree) -> bytes:
+    """A record's bytes after its name (kept on the record: see :class:`CachedTree`)."""
+    if node.encoded is None:
+        valid = node.valid
+        out = [b"%d %d\n" % (node.count if valid else -1, len(node.children))]
+        if valid:
+            assert node.sha is not None
+            out.append(bytes.fromhex(node.sha.decode("ascii")))
+        # git keeps sub-folders ordered by name length, then name; it reads any order
+        for name in sorted(node.children, key=lambda n: (len(n), n)):
+            out += [name, b"\0", _body(node.children[name])]
+        node.encoded = b"".join(out)
+    return node.encoded
 
 
 def extension(root: CachedTree | None) -> bytes:
@@ -153,20 +163,24 @@ def from_tree(sha: bytes, load: TreeLoader) -> CachedTree | None:
 
 
 def invalidated(root: CachedTree | None, paths: Mapping[bytes, Any]) -> CachedTree | None:
-    """``root`` with every folder on the path of one of ``paths`` marked unknown: for index
-    entries set without a commit to compare with."""
+    """The records of ``root`` with every folder on the path of one of ``paths`` marked
+    unknown (new records; ``root`` is not changed): for index entries set without a
+    commit to compare with."""
     if root is None:
         return None
+    new_root = CachedTree(-1, None, dict(root.children))
+    made = {id(new_root)}
     for path in paths:
-        node: CachedTree | None = root
-        *folders, _ = path.split(b"/")
-        for folder in [None, *folders]:
-            if folder is not None:
-                node = node.children.get(folder) if node is not None else None
-            if node is None:
+        node = new_root
+        for folder in path.split(b"/")[:-1]:
+            child = node.children.get(folder)
+            if child is None:
                 break
-            node.count, node.sha = -1, None
-    return root
+            if id(child) not in made:
+                child = node.children[folder] = CachedTree(-1, None, dict(child.children))
+                made.add(id(child))
+            node = child
+    return new_root
 
 
 def updated(old: CachedTree | None, entries: Mapping[bytes, tuple[bytes, Any] | None],

@@ -559,6 +559,8 @@ class IndexLayout(NamedTuple):
     trailer: bytes          # the file's SHA-1 trailer, which names its contents exactly
     starts: array[int]      # offset of each entry, in file (name) order (typecode "q")
     entries_end: int        # offset just past the last entry
+    # the file's cached trees, parsed (in memory only: not saved for other processes)
+    trees: cache_tree.CachedTree | None = None
 
     def save(self, path: Path) -> None:
         """Leave the layout for the next process that updates this ``.git/index`` (best
@@ -646,8 +648,10 @@ def spliced(data: bytes, entries: Entries, layout: IndexLayout | None = None, sh
         return None
     if (layout is None or not layout.fits(data, count)) and shared is not None:
         layout = IndexLayout.load(shared)
+    old_trees: cache_tree.CachedTree | None = None
     if layout is not None and layout.fits(data, count):
         starts, entries_end = layout.starts, layout.entries_end
+        old_trees = layout.trees   # the records this process wrote into exactly this file
     else:
         read = _read_layout(data, count)
         if read is None:
@@ -697,7 +701,8 @@ def spliced(data: bytes, entries: Entries, layout: IndexLayout | None = None, sh
         shift += len(new) - (until - at)
     new_starts.extend(map(shift.__add__, starts[copied:]) if shift else starts[copied:])
     pieces.append(view[last:entries_end])
-    old_trees = cache_tree.find_extension(view, entries_end)
+    if old_trees is None:
+        old_trees = cache_tree.find_extension(view, entries_end)
     new_trees = trees(old_trees, count == 0) if trees is not None else cache_tree.invalidated(old_trees, entries)
     if new_trees is not None:
         pieces.append(cache_tree.extension(new_trees))
@@ -705,7 +710,7 @@ def spliced(data: bytes, entries: Entries, layout: IndexLayout | None = None, sh
     for piece in pieces:
         digest.update(piece)
     trailer = digest.digest()
-    return [*pieces, trailer], IndexLayout(trailer, new_starts, entries_end + shift)
+    return [*pieces, trailer], IndexLayout(trailer, new_starts, entries_end + shift, new_trees)
 
 
 def read_index_file(path: Path) -> bytes:

@@ -49,6 +49,7 @@ from ..errors import InvalidPath, SyncError
 from ..store.catalog import id_from_blob
 from ..store.git import blob_id
 from ..store.purged import applied_tombstones, purged_in, record_purged
+from ..store.spool import drop_spooled
 from .remotes import http_credentials, ssh_command
 from .rewrite import TOMBSTONE_REF, PurgeReport, Rewriter, execute, forget_old_objects, history_of, plan
 from .transport import RemoteMoved, close_client, remote_errors
@@ -383,10 +384,13 @@ class Forgetting:
         ids = sorted(self.ids)
         paths: set[str] = set()
         titles: set[str] = set()
+        sources: set[str] = set()
         for memory_id in ids:
-            found_paths, found_titles = history_of(parts, memory_id)
+            found_paths, found_titles, found_sources = history_of(parts, memory_id)
             paths |= found_paths
             titles |= found_titles
+            sources |= found_sources
+        drop_spooled(self.store.state_dir, sources)   # a waiting session note would bring it back
         known: dict[bytes, bytes | None] = {}
         for stone in self.stones.values():
             known.update({k.encode(): v.encode() if v else None for k, v in stone.map.items()})

@@ -498,10 +498,11 @@ class Rewriter:
         return None if self.pending[self.pending[new_tip].tree].items() == [] else new_tip
 
 
-def history_of(services: Parts, memory_id: str) -> tuple[set[str], set[str]]:
-    """Every path and title the memory had, from the catalog's history table."""
+def history_of(services: Parts, memory_id: str) -> tuple[set[str], set[str], set[str]]:
+    """Every path, title and ``source`` the memory had, from the catalog's history table."""
     paths: set[str] = set()
     titles: set[str] = set()
+    sources: set[str] = set()
     for touch in services.store.catalog.touches(memory_id):
         if not touch.path:
             continue
@@ -509,11 +510,14 @@ def history_of(services: Parts, memory_id: str) -> tuple[set[str], set[str]]:
         data = services.store.git.read_at(touch.commit.encode(), touch.path)
         if data is not None:
             try:
-                title = parse_text(decode(data)).meta.get("title")
+                meta = parse_text(decode(data)).meta
             except Exception:  # noqa: BLE001 - any unreadable version still has its path purged
-                title = None
+                meta = {}
+            title, source = meta.get("title"), meta.get("source")
             if isinstance(title, str) and title.strip():
                 titles.add(title.strip())
+            if isinstance(source, str):
+                sources.add(source)
     row_paths = [row.path for row in services.store.catalog.by_id(memory_id)]
     paths.update(row_paths)
     for path in row_paths:
@@ -521,7 +525,10 @@ def history_of(services: Parts, memory_id: str) -> tuple[set[str], set[str]]:
         title = row.meta.get("title") if row else None
         if isinstance(title, str) and title.strip():
             titles.add(title.strip())
-    return paths, titles
+        source = row.meta.get("source") if row else None
+        if isinstance(source, str):
+            sources.add(source)
+    return paths, titles, sources
 
 
 def _files(store: Any, commit: bytes | None) -> dict[str, bytes]:

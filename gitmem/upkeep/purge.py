@@ -17,7 +17,8 @@ personal data someone asked to have erased).  :func:`purge`:
    pushes;
 4. moves the refs, updates the working tree and ``.git/index``, deletes the
    reflogs, prunes every unreachable object and rebuilds every cache
-   (catalog, search index, as-of index, vectors), all crash-safe through one
+   (catalog, search index, as-of index, vectors) and drops a session note an
+   agent's hook left waiting for the memory (:mod:`gitmem.store.spool`), all crash-safe through one
    journal (:func:`gitmem.sync.rewrite.execute`; a killed purge is finished
    by the next process that takes the vault lock, :func:`recover_purge`).
 
@@ -29,9 +30,10 @@ syncs.  Runs under the vault lock; other writers wait.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
+from ..store.spool import drop_spooled
 from ..sync.forget import add_tombstone, remote_status
 from ..sync.rewrite import JOURNAL, PurgeReport, Rewriter, execute, history_of, plan, recover_purge
 
@@ -48,7 +50,7 @@ def purge(services: Services, ref: str) -> PurgeReport:
     with services.store.lock.hold():  # taking the lock first finishes an earlier purge that was killed
         memory_id = services.history.memory_id(ref)  # resolves deleted memories too
         services.history.sync_history()
-        paths, titles = history_of(services, memory_id)
+        paths, titles, sources = history_of(services, memory_id)
         if not paths:
             raise NotFound(f"no file of memory {memory_id} was ever committed")
         report = PurgeReport(memory_id, sorted(paths))
@@ -58,9 +60,10 @@ def purge(services: Services, ref: str) -> PurgeReport:
         report.paths = sorted(set(report.paths) | rewriter.removed_paths)
         report.tombstone = add_tombstone(services, rewriter, record)
         report.objects_pruned = execute(services, rewriter, record)
+        drop_spooled(services.store.state_dir, sources)   # a session's note waiting to be committed
     return report
 
 
-def purge_status(services: Services) -> dict[str, object]:
+def purge_status(services: Services) -> dict[str, Any]:
     """Which remotes have the rewritten history: see :func:`gitmem.sync.forget.remote_status`."""
     return remote_status(services.syncer)
