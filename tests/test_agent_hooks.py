@@ -8,6 +8,7 @@ conftest.py); commits are checked with the git CLI.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -332,6 +333,43 @@ def test_install_merges_and_uninstall_restores_user_settings(vault_dir: Path, pr
     assert json.loads((project / ".mcp.json").read_text(encoding="utf-8")) == USER_MCP
     again = gitmem("agent", "uninstall", AGENT, "--json", cwd=project)
     assert json.loads(again.stdout)["changed"] is False
+
+
+def test_a_linked_settings_file_is_written_through_and_stays_a_link(vault_dir: Path, project: Path,
+                                                                    tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "claude-settings.json"
+    original = '{\n  "model": "opus",\n  "cleanupPeriodDays": 1e400,\n  "ratio": 1.50,\n  "offset": -0\n}\n'
+    real.write_text(original, encoding="utf-8")
+    link = project / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    result = install(project, vault_dir)
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and link.resolve() == real   # the link is still the person's link
+    text = real.read_text(encoding="utf-8")
+    # Numbers gitmem does not change keep their text: 1e400 is not rewritten as Infinity.
+    assert '"cleanupPeriodDays": 1e400,' in text and '"ratio": 1.50,' in text and '"offset": -0,' in text
+    assert "Infinity" not in text and "SessionStart" in json.loads(text.replace("1e400", "1"))["hooks"]
+    assert gitmem("agent", "install", AGENT, "--vault", str(vault_dir), "--json", cwd=project).returncode == 0
+    result = gitmem("agent", "uninstall", AGENT, "--json", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and real.read_text(encoding="utf-8") == original   # byte for byte
+
+
+@pytest.mark.parametrize("which", ["settings", "mcp"])
+def test_a_fifo_in_place_of_a_settings_file_is_refused_not_waited_on(which: str, vault_dir: Path,
+                                                                      project: Path) -> None:
+    path = project / ".claude" / "settings.json" if which == "settings" else project / ".mcp.json"
+    path.parent.mkdir(exist_ok=True)
+    os.mkfifo(path)
+    result = subprocess.run([sys.executable, "-m", "gitmem", "agent", "install", AGENT, "--vault", str(vault_dir)],
+                            cwd=project, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "is not a regular file" in result.stderr and "Traceback" not in result.stderr
+    assert not (project / ".claude" / "settings.json").is_file()   # nothing written
+    assert not (project / ".mcp.json").is_file()
 
 
 def test_uninstall_deletes_files_install_created(vault_dir: Path, project: Path) -> None:

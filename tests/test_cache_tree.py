@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from gitmem.store import cache_tree
 from gitmem.store.git_index import cached_trees_of
 
 from .conftest import git
-from .test_git_index_sync import deleted_ever, memory_files
+from .test_git_index_sync import deleted_ever, memory_files, writes_beside_a_commit_loop
 
 
 def gits_own_trees(root: Path, tmp_path: Path) -> bytes:
@@ -145,24 +144,7 @@ def test_git_commits_in_a_loop_never_revert_a_write_over_many_runs(tmp_path: Pat
     about one run in seven on a loaded machine lost a memory."""
     for run in range(15):
         root = tmp_path / f"vault-{run}"
-        stop = threading.Event()
-
-        def person(root: Path = root) -> None:
-            n = 0
-            while not stop.is_set():
-                args = ["commit", "-q", "-a", "-m", f"loop {n}"] if n % 2 else ["commit", "-q", "-m", f"loop {n}"]
-                subprocess.run(["git", *args], cwd=root, capture_output=True)
-                n += 1
-
-        with Vault.init(root, author="tester") as vault:
-            loop = threading.Thread(target=person)
-            loop.start()
-            try:
-                for i in range(10):
-                    vault.add(f"Looped note {i}", "Written while git commits in a loop.")
-            finally:
-                stop.set()
-                loop.join(timeout=60)
-            assert len(memory_files(root)) == 10, run
+        writes_beside_a_commit_loop(root, 10)
+        assert len(memory_files(root)) == 10, run
         assert deleted_ever(root) == [], run
         assert git(root, "status", "--porcelain") == "", run

@@ -114,12 +114,13 @@ def test_a_git_commit_right_after_each_api_write_never_deletes_the_agents_memory
         assert git(root, "diff-tree", "--no-commit-id", "-r", sha) == ""
 
 
-def test_git_commits_in_a_loop_while_gitmem_writes_never_revert_a_write(tmp_path: Path) -> None:
-    root = tmp_path / "vault"
+def writes_beside_a_commit_loop(root: Path, writes: int) -> list[int]:
+    """A new vault at ``root`` takes ``writes`` adds while a person's IDE runs ``git commit``
+    and ``git commit -a`` in a loop, as fast as it can; the loop's exit codes."""
     stop = threading.Event()
     outcomes: list[int] = []
 
-    def person() -> None:   # an IDE that commits whatever it finds, as fast as it can
+    def person() -> None:
         n = 0
         while not stop.is_set():
             args = ["commit", "-q", "-a", "-m", f"loop {n}"] if n % 2 else ["commit", "-q", "-m", f"loop {n}"]
@@ -130,13 +131,19 @@ def test_git_commits_in_a_loop_while_gitmem_writes_never_revert_a_write(tmp_path
         loop = threading.Thread(target=person)
         loop.start()
         try:
-            for i in range(12):
+            for i in range(writes):
                 vault.add(f"Looped note {i}", "Written while git commits in a loop.")
         finally:
             stop.set()
             loop.join(timeout=60)
-        assert len(outcomes) > 5
-        assert len(memory_files(root)) == 12
+    return outcomes
+
+
+def test_git_commits_in_a_loop_while_gitmem_writes_never_revert_a_write(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    outcomes = writes_beside_a_commit_loop(root, 12)
+    assert len(outcomes) > 5
+    assert len(memory_files(root)) == 12
     assert deleted_ever(root) == []
     assert git(root, "status", "--porcelain") == ""
 

@@ -19,9 +19,8 @@ system fixes that when it is told to run gitmem at the right moments:
 :func:`install` merges those hooks into the agent's ``settings.json`` and
 registers ``gitmem mcp`` in its MCP configuration; :func:`uninstall` removes
 exactly those entries, putting back the file's bytes from before the install when
-nothing else changed.  Files are merged as JSON (unrelated keys kept, in order),
-written atomically, and backed up (``<file>.gitmem-backup``, kept from the first
-install) before a change; a file that is not valid JSON is refused and left untouched.
+nothing else changed.  The files are merged as their owner keeps them
+(:mod:`gitmem.agents.settings_files`).
 
 Which agents: Claude Code only.  Its hook events, settings layering
 (``~/.claude/settings.json``, ``.claude/settings.json``) and MCP files
@@ -38,9 +37,7 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -49,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, InvalidInput, NotAVault, NotFound
 from ..store.spool import SPOOL_DIR, session_source, spool_file
+from .settings_files import FileResult, apply_plan, load_json_object, restore_backup
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..vault import Vault
@@ -67,7 +65,6 @@ DEFAULT_MAX_CHARS = 9000
 DEFAULT_MCP_NAME = "gitmem"
 SCOPES = ("project", "user")
 HOOK_VERBS = ("session-start", "pre-compact", "session-end")
-BACKUP_SUFFIX = ".gitmem-backup"
 
 # A session note: the last few turns, each clipped, the whole bounded.
 NOTE_TURNS = 10
@@ -293,132 +290,6 @@ def remove_mcp(data: dict[str, Any], name: str,
     return out, True
 
 
-# ------------------------------------------------------------- files
-@dataclass
-class FileResult:
-    """What happened to one configuration file."""
-
-    path: Path
-    action: str                     # created | updated | unchanged | removed | restored | absent
-    backup: Path | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "action": self.action,
-                "backup": str(self.backup) if self.backup else None}
-
-
-@dataclass
-class _Planned:
-    path: Path
-    text: str | None                # None: the file does not exist
-    before: dict[str, Any]
-    after: dict[str, Any] | None = None  # None: delete the file
-
-
-def _load(path: Path) -> _Planned:
-    """Read a JSON object file; refuse (and touch nothing) if it is not one."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return _Planned(path, None, {})
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{path} is not UTF-8 text",
-                           hint="Fix or move the file; gitmem changed nothing.") from None
-    if not text.strip():
-        return _Planned(path, text, {})
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                           hint="Fix the file (or move it away) and run the command again; "
-                                "gitmem changed nothing.") from None
-    if not isinstance(data, dict):
-        raise InvalidInput(f"{path} holds a JSON {type(data).__name__}, not an object",
-                           hint="Fix the file (or move it away); gitmem changed nothing.")
-    return _Planned(path, text, data)
-
-
-def _indent_of(text: str | None) -> int | str:
-    """The indentation the file already uses, so a merge does not reformat it all."""
-    match = re.search(r"\n([ \t]+)\S", text or "")
-    if not match:
-        return 2
-    unit = match.group(1)
-    return unit if "\t" in unit else len(unit)
-
-
-def _render(data: dict[str, Any], like: str | None) -> str:
-    out = json.dumps(data, indent=_indent_of(like), ensure_ascii=False) + "\n"
-    return out.replace("\n", "\r\n") if like and "\r\n" in like else out
-
-
-def _apply(plan: _Planned, *, keep_backup: bool = False) -> FileResult:
-    """Write ``plan``'s new content (or delete the file), backing the old bytes up first.
-    ``keep_backup``: an existing backup is the file as it was before gitmem's entries
-    were added, and is kept rather than replaced by a version holding them."""
-    path = plan.path
-    if plan.after is None:
-        if plan.text is None:
-            return FileResult(path, "absent")
-        saved = _backup(path, keep_backup)
-        path.unlink()
-        return FileResult(path, "removed", saved)
-    if plan.text is not None and plan.after == plan.before:
-        return FileResult(path, "unchanged")
-    text = _render(plan.after, plan.text)
-    backup = _backup(path, keep_backup) if plan.text is not None else None
-    _write_atomic(path, text.encode("utf-8"), (path.stat().st_mode & 0o7777) if plan.text is not None else 0o644)
-    return FileResult(path, "created" if plan.text is None else "updated", backup)
-
-
-def _write_atomic(path: Path, data: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)  # atomic: the agent never reads half a settings file
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _backup_path(path: Path) -> Path:
-    return path.with_name(path.name + BACKUP_SUFFIX)
-
-
-def _backup(path: Path, keep: bool = False) -> Path:
-    backup = _backup_path(path)
-    if not (keep and backup.exists()):
-        shutil.copy2(path, backup)
-    return backup
-
-
-def _restore(plan: _Planned) -> FileResult | None:
-    """Put back the bytes the file had before install, when removing gitmem's entries
-    leaves exactly what its backup holds (the user changed nothing else since): byte
-    for byte, the backup then removed.  None when the backup does not match (the
-    entries are then removed from the file as it is now)."""
-    backup = _backup_path(plan.path)
-    try:
-        original = _load(backup)
-        data = backup.read_bytes()
-    except (InvalidInput, OSError):
-        return None
-    if original.text is None or original.before != (plan.after or {}):
-        return None
-    _write_atomic(plan.path, data, plan.path.stat().st_mode & 0o7777)
-    backup.unlink()
-    return FileResult(plan.path, "restored")
-
-
 # ------------------------------------------------------------- install
 @dataclass
 class InstallReport:
@@ -460,7 +331,7 @@ def install(agent: str, vault: Vault | str | os.PathLike[str], *, scope: str = "
         raise InvalidInput("the MCP server name is empty")
     root = Path(vault if isinstance(vault, (str, os.PathLike)) else vault.root).expanduser().absolute()
     paths = config_paths(agent, scope, project)
-    settings = _load(paths["settings"])
+    settings = load_json_object(paths["settings"])
     commands = {spec.events[verb]: hook_command(agent, verb, root, max_chars=max_chars,
                                                 author=author, python=python)
                 for verb in HOOK_VERBS}
@@ -468,7 +339,7 @@ def install(agent: str, vault: Vault | str | os.PathLike[str], *, scope: str = "
     settings.after = merge_hooks(settings.before, agent, commands, timeouts, settings.path)
     plans = [settings]
     if mcp:
-        servers = _load(paths["mcp"])
+        servers = load_json_object(paths["mcp"])
         servers.after = merge_mcp(servers.before, mcp_name,
                                   mcp_entry(agent, root, profile=profile, author=author, python=python),
                                   servers.path)
@@ -477,8 +348,8 @@ def install(agent: str, vault: Vault | str | os.PathLike[str], *, scope: str = "
     had = [remove_hooks(settings.before, agent, settings.path)[1]]
     if mcp:
         had.append(remove_mcp(plans[1].before, mcp_name, plans[1].path)[1])
-    report = InstallReport(agent, scope, str(root), [_apply(p, keep_backup=k) for p, k in zip(plans, had, strict=True)],
-                           list(commands), mcp_name if mcp else None)
+    results = [apply_plan(p, keep_backup=k) for p, k in zip(plans, had, strict=True)]
+    report = InstallReport(agent, scope, str(root), results, list(commands), mcp_name if mcp else None)
     if max_chars > 10_000:
         report.notes.append(f"{spec.display} shows at most 10,000 characters of session-start "
                             "context; the rest is replaced by a preview.")
@@ -494,7 +365,7 @@ def uninstall(agent: str, *, scope: str = "project", project: str | os.PathLike[
     A file left holding nothing else (``{}``, or an empty ``mcpServers``) is deleted."""
     agent_spec(agent)
     paths = config_paths(agent, scope, project)
-    plans = [_load(paths["settings"]), _load(paths["mcp"])]
+    plans = [load_json_object(paths["settings"]), load_json_object(paths["mcp"])]
     settings, servers = plans
     settings.after, removed_hooks = remove_hooks(settings.before, agent, settings.path)
     servers.after, removed_mcp = remove_mcp(servers.before, mcp_name, servers.path)
@@ -503,13 +374,13 @@ def uninstall(agent: str, *, scope: str = "project", project: str | os.PathLike[
         if plan.text is None:
             results.append(FileResult(plan.path, "absent"))
             continue
-        restored = _restore(plan) if removed else None
+        restored = restore_backup(plan) if removed else None
         if restored is not None:   # the user's own bytes, as they were before install
             results.append(restored)
             continue
         if removed and plan.after in ({}, {"mcpServers": {}}):
             plan.after = None  # nothing but what install put there
-        results.append(_apply(plan))
+        results.append(apply_plan(plan))
     return InstallReport(agent, scope, None, results,
                          [], mcp_name if removed_mcp else None,
                          [] if removed_hooks or removed_mcp else ["nothing of gitmem's was installed here"])
@@ -524,7 +395,7 @@ def status(agent: str, *, project: str | os.PathLike[str] | None = None,
         row: dict[str, Any] = {"scope": scope, "settings": str(paths["settings"]),
                                "mcp_file": str(paths["mcp"]), "hooks": {}, "mcp": None, "errors": []}
         try:
-            data = _load(paths["settings"]).before
+            data = load_json_object(paths["settings"]).before
             hooks = data.get("hooks")
             for event, groups in (hooks if isinstance(hooks, dict) else {}).items():
                 for group in groups if isinstance(groups, list) else []:
@@ -535,7 +406,7 @@ def status(agent: str, *, project: str | os.PathLike[str] | None = None,
         except InvalidInput as exc:
             row["errors"].append(exc.message)
         try:
-            servers = _load(paths["mcp"]).before.get("mcpServers")
+            servers = load_json_object(paths["mcp"]).before.get("mcpServers")
             if isinstance(servers, dict) and _is_our_mcp(servers.get(mcp_name)):
                 row["mcp"] = servers[mcp_name]
         except InvalidInput as exc:
