@@ -26,9 +26,9 @@ import yaml
 from .errors import InvalidMetadata, StorageError
 from .memory.schema import DEFAULT_TIERS, MEMORY_TYPES
 
-__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "SyncSettings", "Identity", "DEFAULT_CONFIG_TEXT",
-           "SAFETY_KEYS", "PIN_FILE", "remote_setting", "safety_values", "weakened_settings", "read_pins",
-           "write_pins", "clear_pins", "pending_changes", "pin_entries"]
+__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "SyncSettings", "Identity", "DEFAULT_USER",
+           "DEFAULT_CONFIG_TEXT", "SAFETY_KEYS", "PIN_FILE", "remote_setting", "safety_values", "weakened_settings",
+           "read_pins", "write_pins", "clear_pins", "pending_changes", "pin_entries"]
 
 CONFIG_NAME = ".gitmem.yaml"
 # Settings that guard the vault.  A sync never weakens them silently: the local
@@ -64,7 +64,8 @@ protected_types: [goal, rule, constraint]
 author:
   name: gitmem
   email: gitmem@localhost
-# Commit author for edits a person makes outside gitmem (Obsidian, vim ...).
+# Commit author for edits a person makes outside gitmem (Obsidian, vim ...). Left as
+# 'vault user', your git identity is used (GIT_AUTHOR_NAME, else git config user.name).
 user:
   name: vault user
   email: user@localhost
@@ -252,6 +253,11 @@ def _sync(value: Any) -> SyncSettings:
     return SyncSettings(remote_setting(value.get("remote")), interval)
 
 
+#: Who a person's edits outside gitmem are committed as when neither ``user:`` in
+#: ``.gitmem.yaml`` nor git (``GIT_AUTHOR_NAME``, ``user.name``) names them.
+DEFAULT_USER = Identity("vault user", "user@localhost")
+
+
 @dataclass(frozen=True)
 class VaultConfig:
     """Parsed ``.gitmem.yaml``; defaults for anything missing."""
@@ -259,7 +265,7 @@ class VaultConfig:
     tiers: tuple[str, ...] = DEFAULT_TIERS
     protected_types: tuple[str, ...] = ("goal", "rule", "constraint")
     author: Identity = Identity("gitmem", "gitmem@localhost")
-    user: Identity = Identity("vault user", "user@localhost")
+    user: Identity = DEFAULT_USER
     # 4 MiB: room for 1,000,000 characters of any script (up to 4 bytes each) plus frontmatter.
     max_content_bytes: int = 4_194_304
     memory_index: bool = True

@@ -95,14 +95,18 @@ class Vault:
     Open with :meth:`Vault.open` or create with :meth:`Vault.init`; use as a
     context manager (or call :meth:`close`) so ``.git/index`` is left in line
     with HEAD.  ``author`` is the identity every write is committed as (an
-    agent's name, or ``"Name <email>"``); ``clock`` returns the current time
-    (inject one in tests).  One Vault object may be shared by threads.
+    agent's name, or ``"Name <email>"``; default: ``$GITMEM_AUTHOR``, else
+    ``author:`` in ``.gitmem.yaml``).  ``person=True`` says a person is writing
+    (the command line does): without an author, writes then carry the person's
+    git identity (``GIT_AUTHOR_NAME``/``EMAIL``, else git config ``user.*``) when
+    git names one.  ``clock`` returns the current time (inject one in tests).
+    One Vault object may be shared by threads.
     """
 
     import_report: dict[str, Any] | None = None  # what Vault.init imported (counts, source)
 
     def __init__(self, root: Path, *, author: str | Identity | None = None,
-                 clock: Clock | None = None, lock_timeout: float = 30.0) -> None:
+                 clock: Clock | None = None, lock_timeout: float = 30.0, person: bool = False) -> None:
         root = Path(os.path.realpath(root))
         if not (root / ".git").is_dir():
             raise NotAVault(f"{root} is not a gitmem vault (no .git folder)")
@@ -114,6 +118,8 @@ class Vault:
         self._closed = False
         store = self.services.store
         git = store.git
+        if person and author is None and env_author() is None:
+            store.author = git.person() or store.author
         if needs_recovery(git) or git.index_dirty() or (store.state_dir / PURGE_JOURNAL).exists():
             # Upkeep, not a precondition of reading: only if the lock is free now.  A
             # live holder ran this same recovery when it took the lock (VaultLock's
@@ -204,7 +210,7 @@ class Vault:
     @classmethod
     def init(cls, path: str | os.PathLike[str], *, from_dir: str | os.PathLike[str] | None = None,
              author: str | Identity | None = None, clock: Clock | None = None,
-             import_tier: str = "long_term",
+             import_tier: str = "long_term", person: bool = False,
              progress: Callable[[int, int], None] | None = None) -> Vault:
         """Create a vault at ``path`` (one commit), optionally importing the
         Markdown notes of a plain folder such as the bundled ``sample-vault`` or an
@@ -236,7 +242,7 @@ class Vault:
         vault: Vault | None = None
         try:
             GitStore.init(root).close()
-            vault = cls(root, author=author, clock=clock)
+            vault = cls(root, author=author, clock=clock, person=person)
             _first_commit(vault, config, config_text, source, plan, import_tier, progress, left_out)
         except BaseException:
             # Nothing was committed (a secret or a bad note in the folder, a full disk ...):

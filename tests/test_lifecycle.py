@@ -67,7 +67,7 @@ def test_outside_edit_of_memory_index_is_kept_in_history(vault: Vault) -> None:
     vault.add("Anything", "x")
     log = git(vault.root, "log", "--format=%an|%s", "-3").splitlines()
     assert log[0] == "tester|add: Anything"
-    assert log[1] == "vault user|edit: MEMORY.md (outside edit, kept before regenerating)"
+    assert log[1] == "git user|edit: MEMORY.md (outside edit, kept before regenerating)"
     assert "my hand-written note" in git(vault.root, "show", "HEAD~1:MEMORY.md")
     assert "my hand-written note" not in index.read_text()
     vault.flush()

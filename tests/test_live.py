@@ -152,7 +152,7 @@ def test_person_git_and_agent_together(tmp_path: Path) -> None:
         rel = str(path.relative_to(root))
         assert marker in git(root, "show", f"HEAD:{rel}")
         authors = git(root, "log", "--format=%an", "-S", marker, "--", rel).splitlines()
-        assert authors and set(authors) <= {"vault user"}, authors
+        assert authors and set(authors) <= {"git user"}, authors
 
     # Every acknowledged agent write is in history, under the agent's name; none carries the person's text.
     log = dict(line.split(" ", 1) for line in git(root, "log", "--format=%H %an").splitlines())

@@ -220,7 +220,7 @@ def test_server_commits_outside_edits_only_with_auto_commit(vault: Vault) -> Non
 
     anyio.run(session)
     log = git(root, "log", "-1", "--format=%an|%s")
-    assert log.strip() == "vault user|edit: Bread"
+    assert log.strip() == "git user|edit: Bread"
     assert git(root, "status", "--porcelain") == ""
 
 

@@ -66,7 +66,7 @@ def test_an_unsaved_edit_is_committed_as_the_persons_before_the_agents(note: tup
     vault, mid, path = note
     save(path, path.read_text().replace("9:30", "9:45"))
     vault.update(mid, append="Agenda first.")
-    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup (outside edit)"]
+    assert log(vault.root, 2) == ["tester|update: Standup", "git user|edit: Standup (outside edit)"]
     person = git(vault.root, "show", "HEAD~1", "--format=", "--", vault.get(mid).path)
     agent = git(vault.root, "show", "HEAD", "--format=", "--", vault.get(mid).path)
     assert "+The standup is at 9:45." in person and "Agenda first" not in person
@@ -84,7 +84,7 @@ def test_a_save_while_the_agent_writes_is_merged_with_its_change(note: tuple[Vau
     vault.update(mid, append="Agenda first.")
     text = path.read_text()
     assert "The standup is at 10:00." in text and text.endswith("Agenda first.\n")   # both kept
-    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup (outside edit)"]
+    assert log(vault.root, 2) == ["tester|update: Standup", "git user|edit: Standup (outside edit)"]
     assert "10:00" in git(vault.root, "show", "HEAD~1:" + vault.get(mid).path)
     vault.close()
     assert_clean(vault.root)
@@ -97,7 +97,7 @@ def test_a_save_in_the_last_moment_is_not_overwritten(note: tuple[Vault, str, Pa
     vault.update(mid, append="Agenda first.")
     text = path.read_text()
     assert "The standup is at 11:00." in text and text.endswith("Agenda first.\n")
-    assert log(vault.root, 2) == ["tester|update: Standup", "vault user|edit: Standup (outside edit)"]
+    assert log(vault.root, 2) == ["tester|update: Standup", "git user|edit: Standup (outside edit)"]
     vault.close()
     assert_clean(vault.root)   # the abandoned attempt left no dangling objects
 
@@ -110,7 +110,7 @@ def test_changes_that_cannot_be_merged_are_refused_and_the_persons_text_kept(
     with pytest.raises(Conflict, match="cannot be merged"):
         vault.update(mid, replace=("Bring the notes.", "Bring nothing."))
     assert path.read_text() == mine
-    assert log(vault.root, 1) == ["vault user|edit: Standup (outside edit)"]
+    assert log(vault.root, 1) == ["git user|edit: Standup (outside edit)"]
     assert "Bring nothing" not in git(vault.root, "log", "-p", "--all")
     vault.close()
     assert_clean(vault.root)
@@ -122,7 +122,7 @@ def test_a_move_keeps_a_concurrent_save(note: tuple[Vault, str, Path], monkeypat
     moved = vault.move(mid, "long_term")
     assert "8:15" in (vault.root / moved.path).read_text() and not path.exists()
     follow = git(vault.root, "log", "--follow", "--format=%an|%s", "--", moved.path).splitlines()
-    assert follow[0].startswith("tester|move: Standup") and "vault user|edit: Standup (outside edit)" in follow
+    assert follow[0].startswith("tester|move: Standup") and "git user|edit: Standup (outside edit)" in follow
     vault.close()
     assert_clean(vault.root)
 
@@ -133,7 +133,7 @@ def test_a_file_tool_write_keeps_a_persons_unsaved_edit(vault: Vault) -> None:
     files.call("memory_write", {"path": "todo.md", "content": "- milk\n"})
     save(vault.root / "long_term" / "todo.md", "- milk\n- eggs\n")
     files.call("memory_write", {"path": "todo.md", "content": "- milk\n- bread\n"})
-    assert log(vault.root, 2) == ["bot|write: long_term/todo.md", "vault user|edit: todo (outside edit)"]
+    assert log(vault.root, 2) == ["bot|write: long_term/todo.md", "git user|edit: todo (outside edit)"]
     assert "- eggs" in git(vault.root, "show", "HEAD~1:long_term/todo.md")
 
 
@@ -186,3 +186,54 @@ def test_saves_racing_agent_writes_are_never_lost_or_misattributed(note: tuple[V
     assert conflicts < 40
     vault.close()
     assert_clean(vault.root)
+
+
+# ------------------------------------------------------------- whose name
+def person_commit(root: Path) -> str:
+    """The author of the commit gitmem makes for a person's save of a new note."""
+    save(root / "long_term" / "mine.md", "---\ntitle: Mine\n---\nWritten by hand.\n")
+    with Vault.open(root) as vault:
+        vault.commit_outside_edits()
+    return git(root, "log", "-1", "--format=%an <%ae>").strip()
+
+
+@pytest.mark.parametrize("case", ["git env", "git config", "gitmem config", "nobody"])
+def test_a_persons_edits_carry_their_name(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "vault"
+    Vault.init(root, author="tester").close()
+    if case != "git env":
+        monkeypatch.delenv("GIT_AUTHOR_NAME")
+        monkeypatch.delenv("GIT_AUTHOR_EMAIL")
+    if case == "git config":
+        git(root, "config", "user.name", "Maya Lin")
+        git(root, "config", "user.email", "maya@example.com")
+    if case == "gitmem config":   # user: in .gitmem.yaml names the person for everyone's clones
+        git(root, "config", "user.name", "Maya Lin")
+        git(root, "config", "user.email", "maya@example.com")
+        text = (root / ".gitmem.yaml").read_text().replace("name: vault user", "name: Household")
+        (root / ".gitmem.yaml").write_text(text)
+        git(root, "commit", "-q", "-am", "settings")
+    expected = {"git env": "git user <git@example.com>", "git config": "Maya Lin <maya@example.com>",
+                "gitmem config": "Household <user@localhost>", "nobody": "vault user <user@localhost>"}[case]
+    assert person_commit(root) == expected
+
+
+def test_the_command_line_writes_as_the_person_and_agents_keep_their_names(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    root = tmp_path / "vault"
+    Vault.init(root, author="tester").close()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Maya Lin", "GIT_AUTHOR_EMAIL": "maya@example.com"}
+    env.pop("GITMEM_AUTHOR", None)
+
+    def cli(*args: str) -> None:
+        done = subprocess.run([sys.executable, "-m", "gitmem", "-C", str(root), *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    cli("add", "By hand", "Typed in a shell.")
+    assert git(root, "log", "-1", "--format=%an <%ae>").strip() == "Maya Lin <maya@example.com>"
+    cli("--author", "planner-agent", "add", "By an agent", "Through the command line, named.")
+    assert git(root, "log", "-1", "--format=%an").strip() == "planner-agent"
+    with Vault.open(root) as vault:   # the Python API is an agent's: the vault's author
+        vault.add("By the API", "No author given.")
+    assert git(root, "log", "-1", "--format=%an").strip() == "gitmem"

@@ -90,7 +90,7 @@ def test_index_is_a_cache_delete_or_corrupt_it(sample_vault: Vault) -> None:
         assert v.search("dbt").total > 0
 
 
-def test_outside_edit_is_committed_as_the_vault_user(sample_vault: Vault) -> None:
+def test_outside_edit_is_committed_as_the_person(sample_vault: Vault) -> None:
     v = sample_vault
     v.search("warm up")  # the index exists (and has caught up) before the edit
     path = v.root / "short_term" / "bike.md"
@@ -99,7 +99,7 @@ def test_outside_edit_is_committed_as_the_vault_user(sample_vault: Vault) -> Non
     assert v.refresh(["short_term/bike.md"]).indexed == ["short_term/bike.md"]
     assert v.search("derailleur").total == 1
     sha = v.commit_outside_edits()
-    assert sha and git(v.root, "log", "-1", "--format=%an|%s").strip() == "vault user|edit: Bike repair"
+    assert sha and git(v.root, "log", "-1", "--format=%an|%s").strip() == "git user|edit: Bike repair"
     assert "A short_term/bike.md" in git(v.root, "log", "-1", "--format=%b")
     assert path.read_bytes() == before  # never rewritten
     assert v.commit_outside_edits() is None

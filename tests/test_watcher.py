@@ -107,13 +107,13 @@ def start(seeded: Vault) -> Iterator[Callable[..., tuple[Watcher, list[str]]]]:
 
 
 # -------------------------------------------------------------------- saves
-def test_plain_write_is_searchable_then_committed_as_the_vault_user(seeded: Vault, start) -> None:
+def test_plain_write_is_searchable_then_committed_as_the_person(seeded: Vault, start) -> None:
     watcher, lines = start()
     root = seeded.root
     data = write(root / "short_term" / "notes" / "plain.md", NOTE.format(title="Plain", body="A quokka visited."))
     wait_for(lambda: found(seeded, "quokka") == 1, "the new text to be searchable")
     wait_for(lambda: head_has(root, "short_term/notes/plain.md", data), "the auto-commit")
-    assert git(root, "log", "-1", "--format=%an <%ae>|%s").strip() == "vault user <user@localhost>|edit: Plain"
+    assert git(root, "log", "-1", "--format=%an <%ae>|%s").strip() == "git user <git@example.com>|edit: Plain"
     assert "indexed short_term/notes/plain.md" in lines
     sha = git(root, "rev-parse", "--short=7", "HEAD").strip()
     wait_for(lambda: f"committed {sha} edit: Plain" in lines, "the commit's log line")
@@ -257,7 +257,7 @@ def test_three_edits_in_one_quiet_period_make_exactly_one_commit(seeded: Vault, 
     wait_for(lambda: set(names) <= head_files(root), "the batch commit")
     wait_for(lambda: watcher.idle, "the watcher to settle")
     assert head_count(root) == before + 1
-    assert git(root, "log", "-1", "--format=%an|%s").strip() == "vault user|edit: 3 memories changed outside gitmem"
+    assert git(root, "log", "-1", "--format=%an|%s").strip() == "git user|edit: 3 memories changed outside gitmem"
     body = git(root, "log", "-1", "--format=%b")
     assert [line for line in body.splitlines() if line[:2] == "A "] == [f"A {n}" for n in sorted(names)]
     wait_for(lambda: git(root, "status", "--porcelain") == "", "git status to be clean")
@@ -298,7 +298,7 @@ def test_edit_made_while_stopped_is_picked_up_at_start(seeded: Vault, start) -> 
     data = write(root / "mid_term" / "offline.md", NOTE.format(title="Offline", body="Offline gecko."))
     watcher, lines = start()  # start() returns after the catch-up
     assert head_has(root, seed.path, changed) and head_has(root, "mid_term/offline.md", data)
-    assert git(root, "log", "-1", "--format=%an|%s").strip() == "vault user|edit: 2 memories changed outside gitmem"
+    assert git(root, "log", "-1", "--format=%an|%s").strip() == "git user|edit: 2 memories changed outside gitmem"
     assert found(seeded, "lemur") == 1 and found(seeded, "gecko") == 1
     assert len(watcher.commits) == 1
 
@@ -324,7 +324,7 @@ def test_a_gitmem_write_from_another_process_makes_no_extra_commit(seeded: Vault
     wait_for(lambda: head_has(root, "short_term/sentinel.md", data), "the sentinel's commit")
     wait_for(lambda: watcher.idle, "the watcher to settle")
     assert git(root, "log", f"-{head_count(root) - before}", "--format=%an|%s").splitlines() == [
-        "vault user|edit: Sentinel", "agent|update: Agent note", "agent|add: Agent note"]
+        "git user|edit: Sentinel", "agent|update: Agent note", "agent|add: Agent note"]
     assert "A short_term/sentinel.md" in git(root, "log", "-1", "--format=%b").splitlines()
     assert found(seeded, "manatee") == 1
 

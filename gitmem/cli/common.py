@@ -76,7 +76,8 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 def open_vault(ctx: click.Context) -> Vault:
     """Open the vault named by --vault / $GITMEM_VAULT / the current folder."""
     from ..vault import Vault
-    vault = Vault.open(ctx.obj.get("vault_path"), author=ctx.obj.get("author"))
+    # A command line is a person's: without --author, writes carry their git identity.
+    vault = Vault.open(ctx.obj.get("vault_path"), author=ctx.obj.get("author"), person=True)
 
     def close() -> None:
         # The command's work is done by now (a write is committed): failing to tidy up

@@ -33,7 +33,8 @@ Docs: README.md and docs/ (docs/cli-reference.md: every command)."""
 @click.option("--vault", "-C", "vault_path", envvar="GITMEM_VAULT", type=click.Path(file_okay=False),
               help="The vault folder (default: $GITMEM_VAULT, else the current folder).")
 @click.option("--author", envvar="GITMEM_AUTHOR",
-              help='Commit author for writes: a name or "Name <email>" (default: from .gitmem.yaml).')
+              help='Commit author for writes: a name or "Name <email>" (default: your git identity, '
+                   'GIT_AUTHOR_NAME or git config user.name, else author: in .gitmem.yaml).')
 @click.version_option(package_name="gitmem-vault", prog_name="gitmem")
 @click.pass_context
 def cli(ctx: click.Context, vault_path: str | None, author: str | None) -> None:
@@ -142,10 +143,10 @@ def init(ctx: click.Context, directory: str, from_dir: str | None, import_tier: 
                 bar.length = total
                 bar.update(done - bar.pos)
             vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"),
-                               import_tier=import_tier, progress=progress)
+                               import_tier=import_tier, progress=progress, person=True)
     else:
         vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"),
-                           import_tier=import_tier)
+                           import_tier=import_tier, person=True)
     ctx.call_on_close(vault.close)
     count = len(vault.list(status=None))
     head = vault.head

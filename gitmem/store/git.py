@@ -186,6 +186,27 @@ class GitStore:
         self.repo.close()
 
     # ----------------------------------------------------------------- reading
+    def person(self) -> Identity | None:
+        """The person using this machine, as git names them: ``GIT_AUTHOR_NAME`` (and
+        ``GIT_AUTHOR_EMAIL``), else ``user.name`` and ``user.email`` from the repository's
+        and the user's git config; None when neither names anyone (or the name is not one
+        a commit can hold)."""
+        config = self.repo.get_config_stack()
+
+        def configured(key: bytes) -> str:
+            try:
+                return config.get((b"user",), key).decode("utf-8", "replace").strip()
+            except KeyError:
+                return ""
+        name = os.environ.get("GIT_AUTHOR_NAME", "").strip() or configured(b"name")
+        if not name:
+            return None
+        email = os.environ.get("GIT_AUTHOR_EMAIL", "").strip() or configured(b"email") or "user@localhost"
+        try:
+            return Identity.checked(name, email, "git's user")
+        except GitmemError:
+            return None
+
     def head(self) -> bytes | None:
         """The sha of HEAD's commit, or None on an unborn branch."""
         try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..config import Identity, VaultConfig
+from ..config import DEFAULT_USER, Identity, VaultConfig
 from ..memory.paths import is_memory_path
 from ..memory.schema import iso_now
 from .catalog import Catalog
@@ -46,6 +46,14 @@ class Storage:
         if author is None:
             return self.author
         return author if isinstance(author, Identity) else Identity.parse(author)
+
+    def person(self) -> Identity:
+        """Who a person's edits outside gitmem are committed as: ``user:`` in
+        ``.gitmem.yaml`` when it names someone, else the person's git identity
+        (:meth:`GitStore.person`), else the default ``vault user``."""
+        if self.config.user != DEFAULT_USER:
+            return self.config.user
+        return self.git.person() or self.config.user
 
     def is_memory_path(self, path: str) -> bool:
         """True if the vault-relative ``path`` is a memory file of this vault's tiers."""

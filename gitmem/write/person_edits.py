@@ -342,7 +342,7 @@ class OutsideEdits:
                 (f"R {moves[c.path]} -> {c.path}" if c.path in moves else
                  f"{'D' if c.data is None else ('M' if git.blob_sha_at(head, c.path) else 'A')} {c.path}")
                 for c in changes if c.path not in renamed_from)
-            who = self.store.author_of(author) if author else self.store.config.user
+            who = self.store.author_of(author) if author else self.store.person()
             try:
                 done = self._commit(changes, subject, "edit", touched, author=who, body=listing,
                                     write_worktree=False, origin="person")
@@ -387,7 +387,7 @@ class OutsideEdits:
         committed = git.read_at(head, MEMORY_MD) if head else None
         if on_disk is None or on_disk == committed or (tracked_only and committed is None):
             return None
-        user = self.store.config.user
+        user = self.store.person()
         return git.commit_files([FileChange(MEMORY_MD, on_disk)],
                                 f"edit: {MEMORY_MD} (outside edit, {reason})\n\nOp: edit\nAgent: {user.name}\n",
                                 user, when=self.store.clock().timestamp(), write_worktree=False,
