@@ -472,3 +472,21 @@ def test_sync_rewrites_a_remote_that_still_has_a_purged_memory(tmp_path: Path, r
     assert "quokka" not in git(b.root, "log", "--all", "-p")
     a.close()
     b.close()
+
+
+def test_a_remote_ref_to_a_commit_this_clone_no_longer_has_never_fails_a_sync(tmp_path: Path, remote: Path) -> None:
+    """After a purge rewrote history, the remote-tracking ref may name a commit gone from
+    this clone: the sync's status (ahead/behind) is unknown, the sync itself succeeds."""
+    a = _first(tmp_path, remote, FakeClock())
+    a.add("Kept", "A memory.")
+    a.sync()
+    gone = "c984f12dc3e59dea4646245e6dbff9ab14679b37"   # no such commit here
+    (a.root / ".git" / "refs" / "remotes" / "origin" / "main").write_text(gone + "\n")
+    status = a.sync_status("origin")
+    assert status["ahead"] is None and status["behind"] is None
+    a.add("After", "Written after the ref went stale.")
+    report = a.sync()
+    assert report.pushed
+    status = a.sync_status("origin")
+    assert (status["ahead"], status["behind"]) == (0, 0)
+    a.close()

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from dulwich.diff_tree import tree_changes
-from dulwich.errors import NotGitRepository
+from dulwich.errors import MissingCommitError, NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
@@ -337,10 +337,15 @@ class GitStore:
         return out
 
     def walk_new(self, old_tip: bytes | None, new_tip: bytes) -> list[bytes]:
-        """Commits reachable from ``new_tip`` but not ``old_tip``, oldest first."""
-        walker = self.repo.get_walker(include=[ObjectID(new_tip)],
-                                      exclude=[ObjectID(old_tip)] if old_tip else None, order="topo")
-        commits: list[bytes] = [entry.commit.id for entry in walker]
+        """Commits reachable from ``new_tip`` but not ``old_tip``, oldest first.  Raises
+        :class:`KeyError` when either is a commit this clone does not have (a ref left
+        pointing at history a purge removed)."""
+        try:
+            walker = self.repo.get_walker(include=[ObjectID(new_tip)],
+                                          exclude=[ObjectID(old_tip)] if old_tip else None, order="topo")
+            commits: list[bytes] = [entry.commit.id for entry in walker]
+        except MissingCommitError as exc:
+            raise KeyError(str(exc)) from None
         return commits[::-1]
 
     def is_ancestor(self, ancestor: bytes, descendant: bytes) -> bool:
