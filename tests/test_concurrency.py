@@ -77,27 +77,34 @@ def test_processes_api_cli_watch_and_a_person_lose_nothing(tmp_path: Path) -> No
         [sys.executable, "-m", "gitmem", "--vault", str(root), "watch", "--commit", "--debounce", "0.05",
          "--commit-delay", "0.2", "--rescan-interval", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert watcher.stderr is not None
-    started = []   # it is watching before the first edits
-    while not (started and started[-1].startswith("watching ")):
-        line = watcher.stderr.readline()
-        assert line, "the watcher exited before watching:\n" + "".join(started)
-        started.append(line)
-    procs = {f"api{n}": spawn("mixed", root, f"api{n}", WRITES, n) for n in range(API_PROCESSES)}
-    procs["cli0"] = spawn("cli", root, "cli0", max(10, WRITES // 2), 99)
-    procs["person"] = spawn("person", root, "person", 30, 7)
-    results = {name: p.communicate(timeout=300) for name, p in procs.items()}
-    for name, p in procs.items():
-        out, err = results[name]
-        assert p.returncode == 0, f"{name} failed:\n{err}"
-        assert "Traceback" not in err and "error" not in err.lower(), f"{name}:\n{err}"
+    procs: dict[str, subprocess.Popen[str]] = {}
+    try:   # a failure leaves no process behind (it would fail a later test with a ResourceWarning)
+        assert watcher.stderr is not None
+        started = []   # it is watching before the first edits
+        while not (started and started[-1].startswith("watching ")):
+            line = watcher.stderr.readline()
+            assert line, "the watcher exited before watching:\n" + "".join(started)
+            started.append(line)
+        procs.update({f"api{n}": spawn("mixed", root, f"api{n}", WRITES, n) for n in range(API_PROCESSES)})
+        procs["cli0"] = spawn("cli", root, "cli0", max(10, WRITES // 2), 99)
+        procs["person"] = spawn("person", root, "person", 30, 7)
+        results = {name: p.communicate(timeout=300) for name, p in procs.items()}
+        for name, p in procs.items():
+            out, err = results[name]
+            assert p.returncode == 0, f"{name} failed:\n{err}"
+            assert "Traceback" not in err and "error" not in err.lower(), f"{name}:\n{err}"
 
-    # The person's last saves must be committed by the watcher before it stops.
-    deadline = time.time() + 30
-    while time.time() < deadline and git(root, "status", "--porcelain", "--untracked-files=all"):
-        time.sleep(0.2)
-    watcher.send_signal(signal.SIGTERM)
-    w_out, w_err = watcher.communicate(timeout=30)
+        # The person's last saves must be committed by the watcher before it stops.
+        deadline = time.time() + 30
+        while time.time() < deadline and git(root, "status", "--porcelain", "--untracked-files=all"):
+            time.sleep(0.2)
+        watcher.send_signal(signal.SIGTERM)
+        w_out, w_err = watcher.communicate(timeout=30)
+    finally:
+        for proc in [watcher, *procs.values()]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     w_err = "".join(started) + w_err
     assert watcher.returncode == 0, w_err
     assert "Traceback" not in w_err

@@ -51,6 +51,12 @@ IDLE_DELAY = 0.25
 GIT_INDEX_RETRY_FIRST = 0.05
 GIT_INDEX_RETRY_MAX = 0.25
 GIT_INDEX_RETRY_FOR = 60.0
+# Seconds the quiet-moment work waits for the vault lock another process holds.
+BUSY_WAIT = 2.0
+
+
+class _Busy(Exception):
+    """The vault lock stayed busy for :data:`BUSY_WAIT`: the work waits for a later moment."""
 
 
 class BackgroundWork:
@@ -92,9 +98,9 @@ class BackgroundWork:
             return
         more = True
         while more:
-            with self.store.lock.hold():
-                if self.closed or not self._is_current():
-                    return
+            with self.store.lock.try_hold(BUSY_WAIT) as held:
+                if not held or self.closed or not self._is_current():
+                    return   # busy: the next quiet moment merges
                 more = search_index.merge_small(rounds=1)
 
     def _quietly(self, what: str, job: Callable[[], object]) -> None:
@@ -117,7 +123,12 @@ class BackgroundWork:
         git = self.store.git
         done = False
         try:
-            with self.store.lock.hold():
+            # Waiting only briefly: while this thread waits for another process's lock, a
+            # write in this process would wait behind it.  Busy: retried below, or left
+            # to the next quiet moment (.git/index stays marked meanwhile).
+            with self.store.lock.try_hold(BUSY_WAIT) as held:
+                if not held:
+                    raise _Busy
                 # A write made while this timer waited for the lock scheduled a newer
                 # timer: leave the work to it, so a busy writer is not slowed by merges.
                 if self._timer is not None and not self._is_current():
@@ -131,7 +142,7 @@ class BackgroundWork:
                 if not done and not self.closed and time.monotonic() + retry <= deadline:
                     self.schedule(retry, retry=min(retry * 2, GIT_INDEX_RETRY_MAX), deadline=deadline)
                     return
-        except _EXPECTED:
+        except (_Busy, *_EXPECTED):
             pass  # retried below, or by the next write's timer
         except Exception:  # noqa: BLE001 - a timer thread has no caller: log loudly, retry below
             _log.exception("gitmem: updating .git/index in the background failed")
