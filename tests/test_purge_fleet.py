@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -74,6 +75,16 @@ def _canary_blobs(*roots: Path) -> set[str]:
     for root in roots:
         found |= _blobs_of(root, CANARY)
     return found
+
+
+def _shared_canary(tmp_path: Path, remote: Path, clock: FakeClock, title: str = "Canary") -> tuple[Vault, Any]:
+    """Vault ``a`` (remote ``origin``) holding a canary memory and an ordinary one, synced."""
+    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
+    a.add_remote("origin", str(remote))
+    canary = a.add(title, f"The code is {CANARY}.")
+    a.add("Ordinary", "Nothing secret here.")
+    a.sync()
+    return a, canary
 
 
 def _titles(vault: Vault) -> set[str]:
@@ -160,11 +171,7 @@ def test_a_purge_reaches_every_clone_over_a_path_remote(tmp_path: Path, remote: 
 @pytest.mark.slow
 def test_the_lease_refuses_a_racing_push_and_the_purge_rewrites_what_arrived(
         tmp_path: Path, remote: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    a.add_remote("origin", str(remote))
-    canary = a.add("Canary", f"The code is {CANARY}.")
-    a.add("Ordinary", "Nothing secret here.")
-    a.sync()
+    a, canary = _shared_canary(tmp_path, remote, clock)
     path = a.get(canary.id).path
     writer = tmp_path / "writer"   # a plain git user on another machine, who never heard of the purge
     git(tmp_path, "clone", "-q", str(remote), str(writer))
@@ -321,11 +328,7 @@ def test_two_clones_purging_different_memories_at_once_converge(tmp_path: Path, 
 @pytest.mark.slow
 def test_a_purge_by_another_process_during_a_fetch_never_merges_the_old_history(
         tmp_path: Path, remote: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    a.add_remote("origin", str(remote))
-    canary = a.add("Canary", f"The code is {CANARY}.")
-    a.add("Ordinary", "Nothing secret here.")
-    a.sync()
+    a, canary = _shared_canary(tmp_path, remote, clock)
     b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
     b.add("From b", "b's own work")
     b.sync()
@@ -383,11 +386,7 @@ def test_doctor_reports_and_repairs_a_commit_whose_parent_is_missing(tmp_path: P
 @pytest.mark.slow
 def test_applying_a_tombstone_leaves_no_mention_of_the_memory_in_the_sync_state(
         tmp_path: Path, remote: Path, clock: FakeClock) -> None:
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    a.add_remote("origin", str(remote))
-    canary = a.add("Canary zebrafinch", f"The code is {CANARY}.")
-    a.add("Ordinary", "Nothing secret here.")
-    a.sync()
+    a, canary = _shared_canary(tmp_path, remote, clock, title="Canary zebrafinch")
     b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
     c = Vault.clone(str(remote), tmp_path / "c", author="agent-c", clock=clock)
     clock.tick()
@@ -415,11 +414,7 @@ def test_applying_a_tombstone_leaves_no_mention_of_the_memory_in_the_sync_state(
 @pytest.mark.slow
 def test_a_purged_version_that_reaches_the_store_again_is_pruned_by_the_next_sync(
         tmp_path: Path, remote: Path, clock: FakeClock) -> None:
-    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    a.add_remote("origin", str(remote))
-    canary = a.add("Canary", f"The code is {CANARY}.")
-    a.add("Ordinary", "Nothing secret here.")
-    a.sync()
+    a, canary = _shared_canary(tmp_path, remote, clock)
     b = Vault.clone(str(remote), tmp_path / "b", author="agent-b", clock=clock)
     old = git(b.root, "cat-file", "blob", f"HEAD:{b.get(canary.id).path}")
     a.purge(canary.id)
