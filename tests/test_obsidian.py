@@ -201,6 +201,23 @@ def test_aliases_and_path_links_resolve_like_obsidian(obsidian: Vault) -> None:
     assert files(root) == before
 
 
+def test_aliases_are_searchable_as_a_person_writes_them(obsidian: Vault) -> None:
+    """A note is found by any of its aliases, in both spellings Obsidian accepts (one
+    name, a list); an alias edited away stops matching."""
+    root = obsidian.root
+    write_note(root, "long_term/Coffee.md", "---\naliases: Kaffe\n---\nThe bean drink I start with.\n")
+    write_note(root, "long_term/Tea.md", "---\naliases: [Tee, Chai]\n---\nThe leaf drink for the evening.\n")
+    obsidian.commit_outside_edits()
+    before = files(root)
+    assert [h.path for h in obsidian.search("Kaffe").hits] == ["long_term/Coffee.md"]
+    assert [h.path for h in obsidian.search("chai").hits] == ["long_term/Tea.md"]
+    assert [h["path"] for h in cli(root, "search", "Tee")["hits"]] == ["long_term/Tea.md"]
+    write_note(root, "long_term/Tea.md", "---\naliases: [Tee]\n---\nThe leaf drink for the evening.\n")
+    obsidian.commit_outside_edits()
+    assert obsidian.search("chai").hits == []
+    assert files(root) == {**before, "long_term/Tea.md": (root / "long_term/Tea.md").read_bytes()}
+
+
 # ------------------------------------------------ renames without frontmatter
 def follow(root: Path, rel: str) -> list[str]:
     return git(root, "log", "--follow", "--format=%H", "--", rel).split()

@@ -32,6 +32,8 @@ class IndexDoc:
     scope: str | None = None
     agent: str | None = None
     entities: list[str] = field(default_factory=list)
+    #: Obsidian's other names of the note (frontmatter ``aliases``), found like its tags
+    aliases: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     importance: int = 3
     created: str | None = None
@@ -56,11 +58,11 @@ def context_text(own: str | None, followed_title: str | None = None,
 def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
     """The field values the index stores for a memory (see ``gitmem.search.whoosh.schema.make_schema``).
 
-    ``text`` is one list of ``(stem, weight)`` per position: title, tags and entities,
-    author, body, context, each followed by a gap of four ``None`` positions so that no
+    ``text`` is one list of ``(stem, weight)`` per position: title, tags, entities and
+    aliases, author, body, context, each followed by a gap of four ``None`` positions so that no
     phrase matches across two parts."""
     title, body = an.tokens(d.title or ""), an.tokens(d.body or "")
-    meta = an.tokens(" ".join(list(d.tags) + list(d.entities)))
+    meta = an.tokens(" ".join(list(d.tags) + list(d.entities) + list(d.aliases)))
     text: list = []
     for toks, weight in ((title, c.title_weight), (meta, c.meta_weight),
                          (an.tokens(d.agent or ""), c.agent_weight), (body, 1.0),

@@ -166,7 +166,7 @@ class SearchService:
             tags=all_tags(meta, memory.body),
             type=str(meta.get("type", "memory")), tier=memory.tier, status=str(meta.get("status", "active")),
             scope=_opt(meta.get("scope")), agent=_opt(meta.get("agent")),
-            entities=[str(e) for e in meta.get("entities", [])] if isinstance(meta.get("entities"), list) else [],
+            entities=_names(meta.get("entities")), aliases=_names(meta.get("aliases")),
             links=links, importance=memory.importance if isinstance(meta.get("importance", 3), int) else 3,
             created=_opt(meta.get("created")), updated=_opt(meta.get("updated")), source=_opt(meta.get("source")),
             context=self._context_of(meta) if context is None else context,
@@ -499,6 +499,11 @@ class SearchService:
 
 def _opt(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
+
+
+def _names(value: Any) -> list[str]:
+    """A list field of names (``entities``, ``aliases``; the reader makes them lists)."""
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 @contextmanager

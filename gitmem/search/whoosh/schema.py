@@ -29,7 +29,8 @@ __all__ = ["SCHEMA_VERSION", "MAX_WORD_CHARS", "Or", "any_of", "Analysis", "Arra
 # table of contents pickles its codec by module and class name: an index naming a class
 # gitmem no longer has must be rebuilt, which the stamp's schema hash tells before it is read).
 # 8: the codec moved from gitmem.search.index to gitmem.search.whoosh.codec.
-SCHEMA_VERSION = 8
+# 9: Obsidian aliases are indexed with the tags and entities.
+SCHEMA_VERSION = 9
 
 
 class Or(wq.Or):
