@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -40,14 +41,18 @@ def commits(root: Path) -> list[str]:
     return git(root, "log", "--format=%H").split()
 
 
-@pytest.fixture
-def vault_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "vault"
+def make_vault(root: Path) -> Path:
+    """A vault with a rule and a goal (protected context) and a preference (MEMORY.md)."""
     with Vault.init(root, author="tester") as v:
         v.add("Never force-push main", "Open a pull request instead.", type="rule")
         v.add("Ship the parser by Friday", "The release depends on it.", type="goal")
         v.add("Prefers pytest", "Use pytest fixtures, not unittest classes.", type="preference")
     return root
+
+
+@pytest.fixture
+def vault_dir(tmp_path: Path) -> Path:
+    return make_vault(tmp_path / "vault")
 
 
 @pytest.fixture

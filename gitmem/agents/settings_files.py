@@ -9,6 +9,10 @@ never ``Infinity``, which the agent could not read); a file that is a symbolic l
 path that is not a regular file (a FIFO, a folder, a device) is refused before
 anything is read from it.  Every write is atomic and the old bytes are backed up
 first (``<file>.gitmem-backup``, kept from the first install).
+
+The same reading and writing serve files that are not JSON (Codex's ``config.toml``,
+:mod:`gitmem.agents.codex_toml`): :func:`read_regular_text`, :func:`write_through`,
+:func:`backup_file`.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ from typing import Any
 
 from ..errors import InvalidInput
 
-__all__ = ["FileResult", "PlannedFile", "load_json_object", "apply_plan", "restore_backup", "BACKUP_SUFFIX"]
+__all__ = ["FileResult", "PlannedFile", "load_json_object", "apply_plan", "restore_backup", "BACKUP_SUFFIX",
+           "read_regular_text", "write_through", "backup_file", "backup_path"]
 
 BACKUP_SUFFIX = ".gitmem-backup"
+#: The objects gitmem adds its entries to (an empty one may be gone after an uninstall).
+MANAGED_KEYS = ("hooks", "mcpServers")
 
 
 @dataclass
@@ -36,12 +43,16 @@ class FileResult:
     """What happened to one configuration file."""
 
     path: Path
-    action: str                     # created | updated | unchanged | removed | restored | absent
+    action: str                     # created | updated | unchanged | removed | restored | absent | manual
     backup: Path | None = None
+    text: str | None = None         # manual: the exact text to add (or remove) by hand; gitmem left the file
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "action": self.action,
-                "backup": str(self.backup) if self.backup else None}
+        out = {"path": str(self.path), "action": self.action,
+               "backup": str(self.backup) if self.backup else None}
+        if self.text is not None:
+            out["by_hand"] = self.text
+        return out
 
 
 @dataclass
@@ -62,8 +73,10 @@ def _target(path: Path) -> Path:
     return path.resolve() if path.is_symlink() else path
 
 
-def load_json_object(path: Path) -> PlannedFile:
-    """Read a JSON object file; refuse (and touch nothing) if it is not one."""
+def read_regular_text(path: Path, *, encoding: str = "utf-8") -> str | None:
+    """The text of ``path`` (through a symbolic link), or None when nothing is there.
+    Refuses, reading nothing, a path that is not a regular file (a FIFO would block the
+    read forever), a link to nothing, and bytes that are not text in ``encoding``."""
     real = _target(path)
     try:
         mode = os.stat(real).st_mode
@@ -71,10 +84,10 @@ def load_json_object(path: Path) -> PlannedFile:
         if path.is_symlink():
             raise InvalidInput(f"{path} is a link to {real}, which does not exist",
                                hint="Create the target (or remove the link); gitmem changed nothing.") from None
-        return PlannedFile(path, None, {})
+        return None
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):   # a FIFO would block the read forever
+    if not stat.S_ISREG(mode):
         raise InvalidInput(f"{path} is not a regular file", hint="Move it away and run the command again; "
                                                                 "gitmem changed nothing.")
     try:
@@ -82,10 +95,19 @@ def load_json_object(path: Path) -> PlannedFile:
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode(encoding)
     except UnicodeDecodeError:
         raise InvalidInput(f"{path} is not UTF-8 text",
                            hint="Fix or move the file; gitmem changed nothing.") from None
+
+
+def load_json_object(path: Path, *, add_by_hand: str | None = None) -> PlannedFile:
+    """Read a JSON object file; refuse (and touch nothing) if it is not one.  For a file
+    its agent reads as JSON with comments (which a merge could not keep), ``add_by_hand``
+    is the text the refusal tells the person to add themselves."""
+    text = read_regular_text(path, encoding="utf-8-sig")
+    if text is None:
+        return PlannedFile(path, None, {})
     if not text.strip():
         return PlannedFile(path, text, {})
     mark = secrets.token_hex(8)
@@ -94,9 +116,13 @@ def load_json_object(path: Path) -> PlannedFile:
                           parse_int=lambda s: int(s) if str(int(s)) == s else _kept_number(mark, s),
                           parse_constant=lambda s: _kept_number(mark, s))
     except json.JSONDecodeError as exc:
+        hint = ("Fix the file (or move it away) and run the command again; gitmem changed nothing."
+                if add_by_hand is None else
+                "gitmem changed nothing: it cannot merge into a file with comments without losing them. "
+                f"Add this to {path.name} yourself (or remove the comments and run the command again):\n"
+                + add_by_hand)
         raise InvalidInput(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                           hint="Fix the file (or move it away) and run the command again; "
-                                "gitmem changed nothing.") from None
+                           hint=hint) from None
     if not isinstance(data, dict):
         raise InvalidInput(f"{path} holds a JSON {type(data).__name__}, not an object",
                            hint="Fix the file (or move it away); gitmem changed nothing.")
@@ -141,10 +167,30 @@ def apply_plan(plan: PlannedFile, *, keep_backup: bool = False) -> FileResult:
     if plan.text is not None and plan.after == plan.before:
         return FileResult(path, "unchanged")
     backup = _backup(path, keep_backup) if plan.text is not None else None
-    real = _target(path)
-    mode = (real.stat().st_mode & 0o7777) if plan.text is not None else 0o644
-    _write_atomic(real, _render(plan).encode("utf-8"), mode)
+    write_through(path, _render(plan).encode("utf-8"))
     return FileResult(path, "created" if plan.text is None else "updated", backup)
+
+
+def write_through(path: Path, data: bytes) -> None:
+    """Replace ``path``'s bytes atomically, through a symbolic link (the link stays), with
+    the file's permissions (a new file gets 0644)."""
+    real = _target(path)
+    try:
+        mode = real.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    _write_atomic(real, data, mode)
+
+
+def backup_file(path: Path, keep: bool = False) -> Path:
+    """Copy ``path``'s bytes to ``<path>.gitmem-backup`` (an existing backup is kept when
+    ``keep``: it is the file as it was before gitmem's first install); returns the backup."""
+    return _backup(path, keep)
+
+
+def backup_path(path: Path) -> Path:
+    """Where :func:`backup_file` keeps ``path``'s bytes."""
+    return _backup_path(path)
 
 
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:
@@ -174,18 +220,32 @@ def _backup(path: Path, keep: bool = False) -> Path:
     return backup
 
 
-def restore_backup(plan: PlannedFile) -> FileResult | None:
+def restore_backup(plan: PlannedFile, added: dict[str, Any] | None = None) -> FileResult | None:
     """Put back the bytes the file had before install, when removing gitmem's entries
     leaves exactly what its backup holds (the user changed nothing else since): byte
-    for byte, the backup then removed.  None when the backup does not match (the
-    entries are then removed from the file as it is now)."""
+    for byte, the backup then removed.  ``added``: top-level keys install adds when the
+    file has none (Cursor's ``"version": 1``), not counted when the backup lacks them.
+    None when the backup does not match (the entries are then removed from the file as
+    it is now)."""
     backup = _backup_path(plan.path)
     try:
         original = load_json_object(backup)
         data = backup.read_bytes()
     except (InvalidInput, OSError):
         return None
-    if original.text is None or _plain(original.before, original.numbers) != _plain(plan.after or {}, plan.numbers):
+    after = dict(plan.after or {})
+    for key, value in (added or {}).items():
+        if key not in original.before and after.get(key) == value:
+            del after[key]
+    # An empty "hooks" / "mcpServers" is the same as none: the person's empty one goes with
+    # gitmem's last entry in it, and one gitmem added stays behind emptied.
+    before = dict(original.before)
+    for key in MANAGED_KEYS:
+        if before.get(key) == {} and key not in after:
+            del before[key]
+        elif after.get(key) == {} and key not in before:
+            del after[key]
+    if original.text is None or _plain(before, original.numbers) != _plain(after, plan.numbers):
         return None
     real = _target(plan.path)
     _write_atomic(real, data, real.stat().st_mode & 0o7777)

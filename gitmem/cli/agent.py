@@ -15,15 +15,16 @@ from .common import emit, json_option
 
 __all__ = ["agent"]
 
-# Kept in step with agent_hooks.AGENTS / SCOPES (not imported here: --help stays light).
-_AGENTS = ["claude-code"]
+# Kept in step with coding_agents.AGENTS / SCOPES (not imported here: --help stays light).
+_AGENTS = ["claude-code", "codex", "gemini", "cursor"]
 _SCOPES = ["project", "user"]
 _PROFILES = ["gitmem", "files", "index", "agentos", "vault", "fsm", "claude"]
 
 _agent_arg = click.argument("agent_name", metavar="AGENT", type=click.Choice(_AGENTS))
 _scope_option = click.option("--scope", type=click.Choice(_SCOPES), default="project", show_default=True,
-                             help="project: PROJECT/.claude/settings.json and PROJECT/.mcp.json; "
-                                  "user: ~/.claude/settings.json and ~/.claude.json.")
+                             help="project: the agent's files in PROJECT (.claude/settings.json and .mcp.json, "
+                                  ".codex/, .gemini/, .cursor/); user: those in your home folder "
+                                  "(~/.claude/settings.json and ~/.claude.json, ~/.codex/, ~/.gemini/, ~/.cursor/).")
 _project_option = click.option("--project", type=click.Path(file_okay=False),
                                help="The project folder for --scope project (default: the current folder).")
 _mcp_name_option = click.option("--mcp-name", default="gitmem", show_default=True,
@@ -34,6 +35,7 @@ _mcp_name_option = click.option("--mcp-name", default="gitmem", show_default=Tru
 def agent() -> None:
     """Give a coding agent a memory: session hooks and the MCP server.
 
+    AGENT is claude-code, codex (Codex CLI), gemini (Gemini CLI) or cursor.
     At session start the agent gets the vault's protected context and
     MEMORY.md; before compaction and at session end the last turns are saved
     as an episodic memory (one commit authored by the agent).
@@ -41,9 +43,9 @@ def agent() -> None:
     \b
     Example:
       gitmem agent install claude-code --vault ~/memory
-      gitmem agent install claude-code --vault ~/memory --scope user
-      gitmem agent status claude-code
-      gitmem agent uninstall claude-code
+      gitmem agent install codex --vault ~/memory --scope user
+      gitmem agent status gemini
+      gitmem agent uninstall cursor
     """
 
 
@@ -52,6 +54,8 @@ def _files_text(report: Any) -> str:
     for f in report.files:
         extra = f"  (backup: {f.backup})" if f.backup else ""
         lines.append(f"  {f.action:<9} {f.path}{extra}")
+        if f.text is not None:   # gitmem left the file: the text to add (or take out) by hand
+            lines += [f"    {line}" for line in f.text.splitlines()]
     return "\n".join(lines)
 
 
@@ -78,11 +82,14 @@ def install(ctx: click.Context, agent_name: str, vault_path: str | None, scope: 
     Existing settings are merged, never replaced: other keys and hooks stay
     as they are, a changed file is backed up to FILE.gitmem-backup first, and
     a file that is not valid JSON is refused (exit 2) and left untouched.
+    Codex's config.toml is never rewritten: gitmem appends its MCP server
+    table, or prints the text to add when appending would not be safe.
 
     \b
     Example:
       gitmem agent install claude-code --vault ~/memory
       gitmem agent install claude-code --vault ~/memory --scope user --max-chars 6000
+      gitmem agent install codex --vault ~/memory --scope user
     """
     from ..agents.coding_hooks import install as do_install
     from ..vault import Vault
@@ -114,7 +121,7 @@ def uninstall(agent_name: str, scope: str, project: str | None, mcp_name: str, a
     \b
     Example:
       gitmem agent uninstall claude-code
-      gitmem agent uninstall claude-code --scope user
+      gitmem agent uninstall gemini --scope user
     """
     from ..agents.coding_hooks import uninstall as do_uninstall
     report = do_uninstall(agent_name, scope=scope, project=project, mcp_name=mcp_name)
@@ -137,6 +144,7 @@ def agent_status(agent_name: str, project: str | None, mcp_name: str, as_json: b
     \b
     Example:
       gitmem agent status claude-code
+      gitmem agent status cursor --json
     """
     from ..agents.coding_hooks import status as do_status
     rows = do_status(agent_name, project=project, mcp_name=mcp_name)
@@ -145,11 +153,17 @@ def agent_status(agent_name: str, project: str | None, mcp_name: str, as_json: b
         lines = []
         for row in rows:
             state = "installed" if row["installed"] else "not installed"
-            lines.append(f"{row['scope']}: {state}")
+            files = dict.fromkeys([row["settings"], row["mcp_file"]])
+            lines.append(f"{row['scope']}: {state}  ({', '.join(files)})")
             lines += [f"  hook {event}: {command}" for event, command in row["hooks"].items()]
             if row["mcp"]:
-                lines.append(f"  mcp {mcp_name}: {' '.join([row['mcp']['command'], *row['mcp'].get('args', [])])}")
+                by_hand = " (added by hand)" if row.get("mcp_added_by_hand") else ""
+                argv = " ".join([row["mcp"]["command"], *row["mcp"].get("args", [])])
+                lines.append(f"  mcp {mcp_name}{by_hand}: {argv}")
             lines += [f"  error: {e}" for e in row["errors"]]
+        missing = [verb for verb, event in rows[0]["events"].items() if event is None] if rows else []
+        lines += [f"note: {agent_name} has no event for {verb}; gitmem installs no hook for it" for verb in missing]
+        lines += [f"note: {n}" for n in (rows[0]["notes"] if rows else [])]
         return "\n".join(lines)
 
     emit(rows, as_json, text)
@@ -167,9 +181,9 @@ def hook(ctx: click.Context, agent_name: str, verb: str, vault_path: str | None,
          author: str | None, extra: tuple[str, ...]) -> None:
     """Run one agent hook: read its JSON on stdin, answer on stdout.
 
-    EVENT is session-start (prints the context as the agent expects it),
-    pre-compact or session-end (saves the transcript's last turns as an
-    episodic memory).  Always exits 0: a problem is one line on stderr, so
+    AGENT is claude-code, codex, gemini or cursor.  EVENT is session-start
+    (prints the context as the agent expects it), pre-compact or session-end
+    (saves the transcript's last turns as an episodic memory).  Always exits 0: a problem is one line on stderr, so
     the agent's session never fails because of memory.
 
     \b
