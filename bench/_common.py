@@ -264,7 +264,8 @@ def populate_bulk(vault: Vault, gen: Generator, n: int) -> tuple[list[tuple[str,
                                        "created": now, "updated": now, "agent": vault.author.name},
                                       tiers=vault.config.tiers))
         data = vault.services.pipeline.render(meta, spec["body"])  # the same bytes vault.add writes
-        changes.append(FileChange(memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}"), data))
+        changes.append(FileChange(memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}",
+                                                 layout=vault.config.layout), data))
         ids.append((mid, spec["type"]))
         sizes.append(len(data))
     with vault.services.store.lock.hold():

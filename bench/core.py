@@ -56,6 +56,7 @@ from _common import report as emit_report  # noqa: E402
 from gitmem.store.housekeeping import REPACK_LOCK  # noqa: E402
 from gitmem.store.locking import try_flock  # noqa: E402
 from gitmem.memory.paths import memory_relpath, slugify  # noqa: E402
+from gitmem.config import VaultConfig  # noqa: E402
 from gitmem.memory.schema import new_id  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
@@ -240,13 +241,14 @@ class GitCli:
         self.setup = {"copy": "cp -a", "index_refresh_s": round(dt_refresh, 3),
                       "git_status_clean_after_gitmem": dirty.strip() == "", "auto_gc": "disabled (-c gc.auto=0)"}
         self.count = 0
+        self.layout = VaultConfig.load(root).layout  # files go where gitmem puts them
 
     def create(self, variant: str, spec: dict[str, Any]) -> float:
         """One create; its wall seconds."""
         cfg = self.VARIANTS[variant]
         self.count += 1
         mid = new_id()
-        rel = memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-cli-{self.count}")
+        rel = memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-cli-{self.count}", layout=self.layout)
         text = (f"---\nid: {mid}\ntitle: {spec['title']}\ntype: {spec['type']}\ntier: {spec['tier']}\n"
                 f"tags: [{', '.join(spec['tags'])}]\n---\n\n{spec['body']}")
 

@@ -91,7 +91,7 @@ def write_notes(src: Path, gen: Generator, n: int) -> None:
         meta = {"id": mid, "title": spec["title"], "type": spec["type"], "tier": spec["tier"],
                 "status": "active", "tags": spec["tags"], "created": stamp, "updated": stamp,
                 "agent": AUTHORS[i % len(AUTHORS)].split(" <")[0]}
-        path = src / memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}")
+        path = src / memory_relpath(spec["tier"], mid, f"{slugify(spec['title'])}-{i}", layout="hashed")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render(meta, spec["body"]), encoding="utf-8")
 

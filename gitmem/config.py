@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .errors import InvalidMetadata, StorageError
+from .memory.paths import LAYOUTS, NEW_VAULT_LAYOUT, UNSET_LAYOUT
 from .memory.schema import DEFAULT_TIERS, MEMORY_TYPES
 
 __all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "SyncSettings", "Identity", "DEFAULT_USER",
@@ -58,6 +59,9 @@ DEFAULT_CONFIG_TEXT = """\
 version: 1
 # Tier folders, from the shortest-lived to the longest; 'archive' must be last.
 tiers: [short_term, mid_term, long_term, archive]
+# Where new memories go: flat = <tier>/<name>.md; hashed = <tier>/<h1>/<h2>/<name>.md
+# (two hash folders: cheaper writes past ~10,000 memories). `gitmem layout` converts.
+layout: """ + NEW_VAULT_LAYOUT + """
 # Types that ordinary delete/overwrite/move calls refuse (pass --force / force=True).
 protected_types: [goal, rule, constraint]
 # Commit author for writes made through gitmem when no agent name is given.
@@ -263,6 +267,7 @@ class VaultConfig:
     """Parsed ``.gitmem.yaml``; defaults for anything missing."""
 
     tiers: tuple[str, ...] = DEFAULT_TIERS
+    layout: str = UNSET_LAYOUT
     protected_types: tuple[str, ...] = ("goal", "rule", "constraint")
     author: Identity = Identity("gitmem", "gitmem@localhost")
     user: Identity = DEFAULT_USER
@@ -394,6 +399,12 @@ def _tiers(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _layout(value: Any) -> str:
+    if value not in LAYOUTS:
+        raise InvalidMetadata(f"{CONFIG_NAME}: layout must be one of {', '.join(LAYOUTS)}")
+    return str(value)
+
+
 def _protected(value: Any) -> tuple[str, ...]:
     types = value or []
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
@@ -425,6 +436,7 @@ def _flag(value: Any) -> bool:
 
 _CHECKS: tuple[tuple[str, Any], ...] = (
     ("tiers", _tiers),
+    ("layout", _layout),
     ("protected_types", _protected),
     ("author", _identity("author")),
     ("user", _identity("user")),

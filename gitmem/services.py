@@ -23,6 +23,7 @@ from pathlib import Path
 from .config import Identity, VaultConfig
 from .ops.files import Files
 from .ops.history import History
+from .ops.layout import Layouts
 from .ops.lifecycle import Lifecycle
 from .ops.memories import Memories
 from .ops.reflect import Reflect
@@ -51,6 +52,7 @@ class Services:
     pipeline: WritePipeline
     memories: Memories
     lifecycle: Lifecycle
+    layouts: Layouts
     reflect: Reflect
     history: History
     files: Files
@@ -81,7 +83,7 @@ def open_services(root: Path, *, author: Identity | None, clock: Clock, lock_tim
     lifecycle = Lifecycle(store, reader, pipeline, memories)
     history = History(store, reader, pipeline)
     return Services(store=store, reader=reader, searcher=searcher, memory_md=memory_md, pipeline=pipeline,
-                    memories=memories, lifecycle=lifecycle,
+                    memories=memories, lifecycle=lifecycle, layouts=Layouts(store, reader, pipeline),
                     reflect=Reflect(store, reader, pipeline, memories, lifecycle), history=history,
                     files=Files(store, reader, pipeline),
                     syncer=Syncer(store, reader, pipeline, memory_md, searcher, history))

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .exchange.view import ViewReport
     from .ops.files import Files
     from .ops.history import Version
+    from .ops.layout import LayoutReport
     from .ops.lifecycle import CompressBatch, Links, MergeResult, ProtectedContext, Summarizer, WriteResult
     from .ops.reflect import ReflectReport
     from .search.results import SearchPage
@@ -607,6 +608,14 @@ class Vault:
         """Keep embedding vectors current in a background thread, when the vault has
         vectors and the ``embed`` extra is installed (None otherwise)."""
         return self.services.searcher.start_embedding(log)
+
+    def convert_layout(self, layout: str, *, every: bool = False, dry_run: bool = False,
+                       author: str | Identity | None = None) -> LayoutReport:
+        """Move the memories gitmem placed to where ``layout`` (``flat`` or ``hashed``) puts
+        them, and make it the vault's layout: one commit of pure renames (``every`` also
+        moves the notes in a person's own folders).  The report also counts where the
+        vault's memories were (``memories``).  See :mod:`gitmem.ops.layout`."""
+        return self.services.layouts.convert(layout, every=every, dry_run=dry_run, author=author)
 
     # ------------------------------------------------- import / export / view
     def import_from(self, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,

@@ -92,7 +92,7 @@ def test_history_catches_up_with_git_cli_commits(vault: Vault, story: str) -> No
     file = vault.root / path
     file.write_text(file.read_text().replace("No sugar.", "Two sugars."))
     git(vault.root, "commit", "-qam", "edited in vim")
-    (vault.root / path.replace("long_term/", "archive/")).parent.mkdir(parents=True)
+    (vault.root / path.replace("long_term/", "archive/")).parent.mkdir(parents=True, exist_ok=True)
     git(vault.root, "mv", path, path.replace("long_term/", "archive/"))
     git(vault.root, "commit", "-qm", "archived by hand")
     versions = vault.history(story)

@@ -46,7 +46,7 @@ def filled_vault(root: Path, clock: FakeClock, memories: int, seed: int = 1) -> 
         mid = new_id()
         text = (f"---\nid: {mid}\ntitle: Note {i} {rng.choice(WORDS)}\ntype: fact\ntier: short_term\n"
                 f"tags: [{rng.choice(WORDS)}]\n---\n\n{sentence(rng, 30)}\n")
-        changes.append(FileChange(memory_relpath("short_term", mid, f"note-{i}"), text.encode()))
+        changes.append(FileChange(memory_relpath("short_term", mid, f"note-{i}", layout="hashed"), text.encode()))
     with vault.services.store.lock.hold():
         vault.services.store.git.commit_files(changes, "bulk: notes", vault.author)
     vault.scan()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,15 @@ from gitmem import Toolbox, Vault
 from .conftest import FakeClock, git, mcp_params, snapshot
 
 SEP = "\n\n---\n\n"
+
+
+@pytest.fixture
+def vault(tmp_path: Path, clock: FakeClock) -> Iterator[Vault]:
+    """The readable view hides gitmem's hash folders: a vault with the hashed layout."""
+    v = Vault.init(tmp_path / "vault", author="tester", clock=clock)
+    v.convert_layout("hashed")
+    yield v
+    v.close()
 
 
 def run(box: Toolbox, **args: object) -> str:

@@ -33,7 +33,7 @@ def test_add_writes_file_with_frontmatter_and_one_commit(vault: Vault, clock: Fa
     memory = vault.add("Maya prefers dark mode", "Dark themes in every editor.\n", type="preference",
                        tier="long_term", tags=["ui", "editor"], importance=4, entities=["VS Code"])
     path = vault.root / memory.path
-    assert memory.path.startswith(f"long_term/{memory.id[0]}/{memory.id[1]}/maya-prefers-dark-mode")
+    assert memory.path == "long_term/maya-prefers-dark-mode.md"     # the flat layout of new vaults
     text = path.read_text()
     parsed = parse_text(text, strict=True)
     assert list(parsed.meta)[:5] == ["id", "title", "type", "tier", "status"]
@@ -138,7 +138,7 @@ def test_move_is_a_tracked_rename(vault: Vault, clock: FakeClock) -> None:
     status = git(vault.root, "show", "--name-status", "--format=", "-M", "HEAD").splitlines()
     assert sorted(line.split("\t")[0] for line in status) == ["M", "M"]   # MEMORY.md + the moved file
     assert "M\tMEMORY.md" in status
-    assert not (vault.root / m.path).parent.exists()  # emptied bucket folders are removed
+    assert (vault.root / m.path).parent.is_dir()  # the tier folder stays (emptied hash folders go: test_layout)
 
 
 def test_soft_and_hard_delete(vault: Vault) -> None:

@@ -121,7 +121,7 @@ def export_jsonl(ctx: click.Context, out: str | None, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def export_folder(ctx: click.Context, directory: str, force: bool, as_json: bool) -> None:
-    """Write each memory to DIRECTORY/<tier>/<file name>.md (no hash folders).
+    """Write each memory to DIRECTORY/<tier>/<file name>.md (no folders in between).
 
     \b
     Example:

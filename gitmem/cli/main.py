@@ -527,6 +527,9 @@ from .watch import hook, hooks, watch  # noqa: E402 - registered after the core 
 cli.add_command(watch)
 cli.add_command(hooks)
 cli.add_command(hook)
+from .layout import layout  # noqa: E402 - registered after the core commands
+
+cli.add_command(layout)
 from .purge import purge  # noqa: E402 - registered after the core commands
 
 cli.add_command(purge)

@@ -219,7 +219,8 @@ class _Batch:
             else:
                 mid = self._new_id(item.source)
                 where = default_tier if tier_given or item.tier not in self.services.store.config.tiers else item.tier
-                path = memory_relpath(str(where), mid, self._free_stem(item.title, mid, taken))
+                path = memory_relpath(str(where), mid, self._free_stem(item.title, mid, taken),
+                                      layout=self.services.store.layout())
             self._done(item, "unchanged", path, mid)  # until prepare() says otherwise
             self.placed.append((item, old, mid, path))
             self.ids[item.source] = mid

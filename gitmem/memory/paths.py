@@ -1,12 +1,18 @@
 """File names and paths: slugs, the on-disk layout, and strict path validation.
 
-Layout: a memory gitmem creates lives at ``<tier>/<h1>/<h2>/<slug>.md`` where
-``h1``/``h2`` are the first two hex digits of its id.  The two 16-way fan-out
-levels keep every git tree object small (at 10k memories a leaf folder holds
-~40 entries; at 100k ~400), so the cost of a commit, which rewrites the trees
-on the path to the changed file, does not grow with the size of a tier.  Moves
-between tiers keep the sub-path, so ``git log --follow`` sees a pure rename.
-Files a person puts anywhere under a tier folder are memories too.
+Layouts (``layout`` in ``.gitmem.yaml``), where a memory gitmem creates lives:
+
+* ``flat`` (new vaults): ``<tier>/<slug>.md``, the folder a person browses in Obsidian;
+* ``hashed``: ``<tier>/<h1>/<h2>/<slug>.md`` where ``h1``/``h2`` are the first two hex
+  digits of its id.  The two 16-way fan-out levels keep every git tree object small
+  (at 100k memories a leaf folder holds ~400 entries), so the cost of a commit, which
+  rewrites the trees on the path to the changed file, does not grow with the size of
+  a tier; a flat tier folder of 100k memories is one tree git rewrites on every write.
+  Vaults whose ``.gitmem.yaml`` names no layout (made before layouts existed) keep it.
+
+Slugs are unique across the vault, so either layout names each memory once.  Moves
+between tiers keep the sub-path, so ``git log --follow`` sees a pure rename.  Files a
+person puts anywhere under a tier folder are memories too, wherever they are.
 
 Every path that comes from outside (CLI, agent tools) goes through
 :func:`check_relpath`, which refuses traversal in all its spellings, absolute
@@ -25,10 +31,14 @@ from urllib.parse import unquote
 from ..errors import InvalidPath
 from ..safefs import check_component
 
-__all__ = ["slugify", "check_relpath", "memory_relpath", "WINDOWS_RESERVED",
+__all__ = ["slugify", "check_relpath", "memory_relpath", "LAYOUTS", "NEW_VAULT_LAYOUT", "UNSET_LAYOUT",
+           "WINDOWS_RESERVED",
            "MAX_SLUG_CHARS", "is_hidden_part", "is_memory_path", "MEMORY_MD"]
 
 MAX_SLUG_CHARS = 80
+LAYOUTS = ("flat", "hashed")
+NEW_VAULT_LAYOUT = "flat"   # what ``gitmem init`` writes into a new vault's .gitmem.yaml
+UNSET_LAYOUT = "hashed"     # a .gitmem.yaml without ``layout``: how such vaults were made
 MEMORY_MD = "MEMORY.md"  # the generated index of memories at the vault root
 MAX_PATH_BYTES = 1024
 WINDOWS_RESERVED = frozenset(
@@ -64,8 +74,11 @@ def slugify(title: str) -> str:
     return text
 
 
-def memory_relpath(tier: str, memory_id: str, stem: str) -> str:
-    """Where gitmem puts a new memory: ``tier/h1/h2/stem.md`` (see module doc)."""
+def memory_relpath(tier: str, memory_id: str, stem: str, *, layout: str) -> str:
+    """Where gitmem puts a new memory in ``layout``: ``tier/stem.md`` (flat) or
+    ``tier/h1/h2/stem.md`` (hashed; see module doc)."""
+    if layout == "flat":
+        return f"{tier}/{stem}.md"
     digits = re.sub(r"[^0-9a-f]", "", memory_id.lower()) or "00"
     digits = (digits + "00")[:2]
     return f"{tier}/{digits[0]}/{digits[1]}/{stem}.md"

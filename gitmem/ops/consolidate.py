@@ -160,7 +160,7 @@ class Consolidator:
             stem, n = self.memories.unique_stem(f"{title} {n}", memory_id), n + 1
         if reserved is not None:
             reserved.add(stem.casefold())
-        return memory_relpath(tier, memory_id, stem)
+        return memory_relpath(tier, memory_id, stem, layout=self.memories.store.layout())
 
     def _repoint_changes(self, source_ids: set[str], merged_id: str,
                          skip: set[str]) -> list[tuple[Memory, FileChange]]:

@@ -141,7 +141,7 @@ class Files:
         parts = path.split("/")
         if len(parts) != 4 or parts[0] not in self.store.config.tiers or not parts[3].endswith(".md"):
             return None
-        if memory_relpath(parts[0], memory_id, parts[3][:-3]) != path:
+        if memory_relpath(parts[0], memory_id, parts[3][:-3], layout="hashed") != path:
             return None
         return f"{parts[0]}/{parts[3]}"
 

@@ -51,7 +51,7 @@ class Memories:
         ``fields`` are any other frontmatter fields (importance, confidence,
         scope, entities, related, summary, source, expires, ...).  ``path``
         places the file explicitly (vault-relative, under a tier folder);
-        otherwise it goes to ``<tier>/<h1>/<h2>/<slug>.md``.  A ``supersedes``
+        otherwise it goes where the vault's layout puts it (``<tier>/<slug>.md``).  A ``supersedes``
         field (or ``related`` entries with relation ``supersedes``) marks those
         memories ``status: superseded`` with ``superseded_by`` in the same commit
         (a protected one needs ``force``).  :meth:`write` adds dedup and
@@ -72,7 +72,8 @@ class Memories:
             if path is not None:
                 rel = self._new_path(path, meta)
             else:
-                rel = memory_relpath(tier, memory_id, self.unique_stem(title, memory_id))
+                rel = memory_relpath(tier, memory_id, self.unique_stem(title, memory_id),
+                                     layout=self.store.layout())
             changes = [FileChange(rel, self.pipeline.render(meta, body))]
             touched = [(memory_id, rel, "add")]
             for old, parsed in olds:

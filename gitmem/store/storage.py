@@ -7,12 +7,13 @@ new ``.gitmem.yaml`` replaces it, and every service sees the new settings at onc
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from ..config import DEFAULT_USER, Identity, VaultConfig
+from ..config import CONFIG_NAME, DEFAULT_USER, Identity, VaultConfig
 from ..memory.paths import is_memory_path
 from ..memory.schema import iso_now
 from .catalog import Catalog
@@ -36,6 +37,8 @@ class Storage:
     clock: Clock
     author: Identity          # who writes when a call names nobody
     state_dir: Path           # .git/gitmem: lock, caches, search index
+    # (stat of .gitmem.yaml, layout it names), for :meth:`layout`
+    _layout_seen: tuple[tuple[int, int, int] | None, str] | None = field(default=None, repr=False)
 
     def now(self) -> str:
         """The clock's time as ISO 8601 UTC."""
@@ -54,6 +57,25 @@ class Storage:
         if self.config.user != DEFAULT_USER:
             return self.config.user
         return self.git.person() or self.config.user
+
+    def layout(self) -> str:
+        """The layout new memories get (:mod:`gitmem.memory.paths`): ``layout`` in
+        ``.gitmem.yaml`` as the file says now, so a long-running process follows a
+        ``gitmem layout`` another process made (one ``lstat`` per call)."""
+        try:
+            st = os.lstat(self.root / CONFIG_NAME)
+            key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            key = None
+        if self._layout_seen is None or self._layout_seen[0] != key:
+            layout = self.config.layout
+            if self._layout_seen is not None or key is None:
+                try:
+                    layout = VaultConfig.load(self.root, apply_pins=False).layout
+                except Exception:  # noqa: BLE001 - a file being rewritten: keep the settings in force
+                    layout = self.config.layout
+            self._layout_seen = (key, layout)
+        return self._layout_seen[1]
 
     def is_memory_path(self, path: str) -> bool:
         """True if the vault-relative ``path`` is a memory file of this vault's tiers."""

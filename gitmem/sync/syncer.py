@@ -536,8 +536,12 @@ class Syncer:
             outcome = MergeOutcome()
             # MEMORY.md is regenerated below, as in every merge (the renamed file moved).
             changes = [c for c in arrived if not (c.path == MEMORY_MD and self.store.config.memory_index)]
-        renames = self._taken_names(local, changes)
-        changes = [FileChange(renames.get(c.path, c.path), c.data) for c in changes]
+        taken = self._taken_names(local, changes)
+        changes = [FileChange(taken.get(c.path, c.path), c.data) for c in changes]
+        # Both kinds of rename: a path a different memory of ours holds (the merge moved
+        # theirs aside) and a file name used elsewhere in the vault.
+        renames = {old: taken.get(new, new) for old, new in outcome.moved_aside.items()}
+        renames.update((old, new) for old, new in taken.items() if old not in outcome.moved_aside.values())
         self._refuse_dirty(local, changes)
         if self.store.config.memory_index:
             written, removed = self.pipeline.parse_changes(changes)

@@ -70,6 +70,8 @@ class MergeOutcome:
     conflicts: list[dict[str, str]] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     kept_ours: list[str] = field(default_factory=list)
+    #: their memory files whose path a different memory of ours holds: {path: new path}
+    moved_aside: dict[str, str] = field(default_factory=dict)
 
 
 def merge_trees(git: GitStore, base: bytes | None, ours: bytes, theirs: bytes, *,
@@ -103,6 +105,7 @@ def merge_trees(git: GitStore, base: bytes | None, ours: bytes, theirs: bytes, *
         elif _owner_differs(git, ours, path, writes[path]):
             new_path = _free_path(git, ours, path, writes)
             writes[new_path] = writes.pop(path)
+            out.moved_aside[path] = new_path
     out.changes = [FileChange(p, None) for p in sorted(deletes - set(writes))]
     out.changes += [FileChange(p, d) for p, d in sorted(writes.items())]
     return out
