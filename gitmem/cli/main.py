@@ -119,11 +119,14 @@ def _history_progress(show: bool) -> Iterator[Callable[[int, int], None] | None]
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--from", "from_dir", type=click.Path(exists=True, file_okay=False),
               help="Import the Markdown notes of a folder (e.g. sample-vault or an Obsidian vault).")
+@click.option("--adopt", is_flag=True,
+              help="Make the existing folder DIRECTORY itself a vault, every note where it is.")
 @click.option("--tier", "import_tier", default="long_term", show_default=True,
-              help="Tier for imported notes that are not in a tier folder (their folders are kept).")
+              help="Tier of the notes outside the tier folders (imported with --from, or adopted).")
 @json_option
 @click.pass_context
-def init(ctx: click.Context, directory: str, from_dir: str | None, import_tier: str, as_json: bool) -> None:
+def init(ctx: click.Context, directory: str, from_dir: str | None, adopt: bool, import_tier: str,
+         as_json: bool) -> None:
     """Create a vault in DIRECTORY (a git repository with tier folders).
 
     With --from, notes in the folder's tier folders keep their tier; every
@@ -131,13 +134,24 @@ def init(ctx: click.Context, directory: str, from_dir: str | None, import_tier: 
     long_term/Projects/x.md). Hidden folders (.obsidian, .trash) and symbolic
     links are skipped.
 
+    With --adopt, the folder of notes DIRECTORY (an Obsidian vault ...) becomes
+    the vault in place: no note is moved or rewritten, every note outside the
+    tier folders is a memory of --tier where it is, and attachments,
+    .obsidian/ and other files that are not notes are left alone (not committed).
+    gitmem adds .gitmem.yaml, the tier folders for what agents write, MEMORY.md
+    (unless the folder has its own) and .gitignore/.gitattributes if missing.
+
     \b
-    Example:
+    Examples:
       gitmem init my-vault
       gitmem init --from ~/ObsidianVault --tier mid_term my-vault
+      gitmem init --adopt ~/ObsidianVault
     """
     from ..vault import Vault
-    if from_dir is not None and not as_json and sys.stderr.isatty():
+    if adopt:
+        vault = Vault.init(directory, from_dir=from_dir, author=ctx.obj.get("author"), import_tier=import_tier,
+                           person=True, adopt=True)
+    elif from_dir is not None and not as_json and sys.stderr.isatty():
         with click.progressbar(length=1, label="importing", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:
                 bar.length = total
@@ -159,6 +173,23 @@ def init(ctx: click.Context, directory: str, from_dir: str | None, import_tier: 
         text += f"\nimported {report.get('imported', 0)} notes from {report.get('source')}"
         if report.get("outside_tiers"):
             text += f" ({report['outside_tiers']} from outside the tier folders, now under {import_tier}/)"
+    if adopt:
+        data["adopted"] = {k: report.get(k) for k in ("imported", "outside_tiers", "outside_notes",
+                                                       "not_notes_left_alone", "hidden_folders_left_alone",
+                                                       "memory_md", "skipped")}
+        text += (f"\nadopted {report.get('imported', 0)} notes where they are "
+                 f"({report.get('outside_tiers', 0)} outside the tier folders, as {import_tier} memories)")
+        others = report.get("not_notes_left_alone")
+        left = [f"{others} files that are not notes"] if others else []
+        left += report.get("hidden_folders_left_alone") or []
+        text += f"\nleft alone (not committed): {', '.join(left)}" if left else ""
+        text += "" if report.get("memory_md") else "\nMEMORY.md is the folder's own note: gitmem writes no index"
+    elif report.get("outside_notes_ignored"):
+        ignored = report["outside_notes_ignored"]
+        data["outside_notes_ignored"] = ignored
+        text += (f"\nnote: {ignored} note{'s are' if ignored != 1 else ' is'} outside the tier folders"
+                 f" of {vault.root}, not memories;"
+                 f" 'gitmem init --adopt DIR' makes a folder of notes a vault with every note where it is")
     text += f"{f'  (commit {head[:7]})' if head else ''}"
     text += "".join(f"\nskipped   {left['path']}  ({left['reason']})" for left in report.get("skipped", []))
     emit(data, as_json, text)

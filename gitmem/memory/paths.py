@@ -89,12 +89,17 @@ def is_hidden_part(part: str) -> bool:
     return part.startswith(".") or part in {"node_modules", "__pycache__"}
 
 
-def is_memory_path(path: str, tiers: Sequence[str]) -> bool:
+def is_memory_path(path: str, tiers: Sequence[str], outside_notes: str | None = None) -> bool:
     """True for a vault-relative path that is a memory: a ``.md`` file under a
-    tier folder, with no hidden part (``.obsidian``, ``.trash``, temp files)."""
+    tier folder, with no hidden part (``.obsidian``, ``.trash``, temp files).  In an
+    adopted vault (``outside_notes`` names a tier) a note anywhere else is one too,
+    except the generated ``MEMORY.md`` at the root."""
     parts = path.split("/")
-    return (len(parts) > 1 and parts[0] in tiers and path.endswith(".md")
-            and not any(is_hidden_part(p) for p in parts))
+    if not path.endswith(".md") or any(is_hidden_part(p) for p in parts):
+        return False
+    if len(parts) > 1 and parts[0] in tiers:
+        return True
+    return outside_notes is not None and path != MEMORY_MD
 
 
 def check_relpath(raw: str, *, what: str = "path") -> str:

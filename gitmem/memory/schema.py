@@ -594,7 +594,7 @@ class Memory:
 def derive(path: str, meta: Mapping[str, Any], body: str, *, tiers: Iterable[str] = DEFAULT_TIERS,
            default_time: str | None = None,
            problems: list[MetadataProblem] | None = None,
-           inherited_id: str | None = None) -> dict[str, Any]:
+           inherited_id: str | None = None, outside_notes: str | None = None) -> dict[str, Any]:
     """Fill in missing fields of a memory read from ``path`` (nothing is written).
 
     id from the path, title from the first heading or the file name, tier from
@@ -603,6 +603,7 @@ def derive(path: str, meta: Mapping[str, Any], body: str, *, tiers: Iterable[str
     what was wrong is appended to ``problems`` when it is given (``gitmem doctor``).
     ``inherited_id`` is the id of a file without one that a person renamed (the id
     it had under its former name, recorded by the catalog); it wins over the path's.
+    ``outside_notes``: the tier of a note outside the tier folders (an adopted vault).
     """
     tiers = tuple(tiers)
     out, found = sanitize_metadata(meta, tiers=tiers)
@@ -617,8 +618,10 @@ def derive(path: str, meta: Mapping[str, Any], body: str, *, tiers: Iterable[str
         # A derived title is written when gitmem rewrites the file: it must be a valid one.
         out["title"] = _fallback("title", title) or "Untitled"
     top = path.split("/", 1)[0]
-    if top in tiers:
+    if top in tiers and "/" in path:
         out["tier"] = top  # the folder is the truth; frontmatter mirrors it
+    elif outside_notes is not None:
+        out["tier"] = outside_notes  # a person's own folders, in an adopted vault
     out.setdefault("type", "memory")
     out.setdefault("status", "active")
     if default_time:

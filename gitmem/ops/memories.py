@@ -236,7 +236,9 @@ class Memories:
             if value is None:
                 new_meta.pop(key)
         new_meta = ordered(clean_metadata(new_meta, tiers=self.store.config.tiers))
-        rest = memory.path.split("/", 1)[1] if "/" in memory.path else memory.path
+        top, _, rest = memory.path.partition("/")
+        if top not in self.store.config.tiers or not rest:
+            rest = memory.path   # a note in a person's own folders (an adopted vault) keeps them
         new_path = f"{tier}/{rest}"
         if new_path != memory.path and safefs.lstat(self.store.root, new_path) is not None:
             raise Conflict(f"cannot move {memory.path}: {new_path} already exists")

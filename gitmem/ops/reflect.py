@@ -312,7 +312,8 @@ class Reflect:
                 bad.add(path)
                 continue
             problems: list[MetadataProblem] = []
-            derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers, problems=problems)
+            derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers, problems=problems,
+                   outside_notes=self.store.config.outside_notes)
             if problems or memory.problems:
                 bad.add(path)
         return bad

@@ -368,7 +368,7 @@ def staged_problems(root: Path) -> list[tuple[str, str]]:
             continue  # symlinks and submodules are not memory files
         path = path_b.decode("utf-8", "surrogateescape")
         # no Vault here: opening one could rewrite .git/index while git holds index.lock
-        if is_memory_path(path, config.tiers):
+        if is_memory_path(path, config.tiers, config.outside_notes):
             staged.append((path, parts[3]))
     if not staged:
         return []

@@ -150,7 +150,10 @@ class Watcher:
                 raise InvalidInput(f"{name} must be a number of seconds >= 0, got {value!r}")
         self.vault = vault
         self.root = str(vault.root)
-        self.tiers = tuple(vault.config.tiers)
+        # The folders watched one by one: the tier folders and, in an adopted vault (notes
+        # outside the tier folders are memories), every other folder at the root.
+        self.adopted = vault.config.outside_notes is not None
+        self.tiers = tuple(vault.services.reader.top_folders())
         self.auto_commit = auto_commit_setting(vault) if auto_commit is None else bool(auto_commit)
         self.debounce = float(debounce)
         self.commit_delay = float(commit_delay)
@@ -195,7 +198,7 @@ class Watcher:
         logging.getLogger(_OVERFLOW_LOGGER).addHandler(self._overflow)
         try:
             self._observer.schedule(_events_to(self), self.root, recursive=False,
-                                    event_filter=_root_filter())
+                                    event_filter=_tier_filter() if self.adopted else _root_filter())
             for tier in self.tiers:
                 self._watch_tier(tier)
             self._observer.start()
@@ -297,7 +300,7 @@ class Watcher:
 
     def _in_tier(self, rel: str) -> bool:
         parts = rel.split("/")
-        return parts[0] in self.tiers and not any(is_hidden_part(p) for p in parts)
+        return (parts[0] in self.tiers or self.adopted) and not any(is_hidden_part(p) for p in parts)
 
     def on_event(self, event: FileSystemEvent) -> None:
         """Record one watchdog event (called on the observer thread; never raises)."""

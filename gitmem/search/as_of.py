@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, LockTimeout, RevisionNotFound
-from ..memory.paths import is_memory_path
 
 if TYPE_CHECKING:
     from ..memory.schema import Memory
@@ -97,16 +96,16 @@ class AsOfSearch:
     ``parse(path, data)`` reads a memory file's bytes as a fresh vault would;
     ``doc(memory, blob_id, context)`` makes the document the search index stores for it,
     with ``context`` the text of what it answers or continues (its ``context`` field and
-    the memory it ``follows``, as that memory was at the same commit); ``tiers`` says
-    which paths are memories.
+    the memory it ``follows``, as that memory was at the same commit); ``is_memory(path)``
+    says which paths are memories.
     """
 
-    def __init__(self, git: GitStore, directory: Path, tiers: Sequence[str],
+    def __init__(self, git: GitStore, directory: Path, is_memory: Callable[[str], bool],
                  parse: Callable[[str, bytes], Memory],
                  doc: Callable[[Memory, str, str], IndexDoc]) -> None:
         self.git = git
         self.dir = Path(directory)
-        self.tiers = tuple(tiers)
+        self.is_memory = is_memory
         self.parse = parse
         self.doc = doc
         self._index: VersionIndex | None = None
@@ -196,7 +195,7 @@ class AsOfSearch:
         """The commit ``when`` names and its memory files (path, bytes), path order."""
         at = self.point(when)
         files = self.git.list_tree(at.commit.encode())
-        paths = sorted(p for p in files if is_memory_path(p, self.tiers))
+        paths = sorted(p for p in files if self.is_memory(p))
         return at, ((p, self.git.blob(files[p])) for p in paths)
 
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -341,7 +340,7 @@ class AsOfSearch:
                 if old is not None and old in state.alive:
                     changed_ids.add(state.ids[old])
                     end(old, number)
-                if new is not None and change.new_sha and is_memory_path(new, self.tiers):
+                if new is not None and change.new_sha and self.is_memory(new):
                     memory = self.parse(new, self.git.blob(change.new_sha))
                     begin(new, change.new_sha.decode(), memory, number)
                     fresh[new] = memory
@@ -396,7 +395,7 @@ class AsOfSearch:
             files = self.git.list_tree(commit.encode())
             tree = _State.empty()
             memories = {p: self.parse(p, self.git.blob(files[p]))
-                        for p in sorted(files) if is_memory_path(p, self.tiers)}
+                        for p in sorted(files) if self.is_memory(p)}
             for p in memories:
                 tree.blobs[p] = files[p].decode()
             by_id = {m.id: p for p, m in memories.items()}

@@ -150,7 +150,7 @@ class SearchService:
         """Searches of the vault as it was at a commit or date (``.git/gitmem/versions``)."""
         if self._as_of is None:
             from .as_of import AsOfSearch
-            self._as_of = AsOfSearch(self.store.git, self.store.state_dir / "versions", self.store.config.tiers,
+            self._as_of = AsOfSearch(self.store.git, self.store.state_dir / "versions", self.store.is_memory_path,
                                      self.reader.memory_from_bytes, self.doc)
         return self._as_of
 

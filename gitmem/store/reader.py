@@ -47,17 +47,21 @@ class Reader:
         Symbolic links are never followed: a linked note or folder is left out
         (:meth:`refused_links` lists them for ``gitmem doctor``)."""
         found: dict[str, os.stat_result] = {}
-        for tier in self.store.config.tiers:
+        for tier in self.top_folders():
             for rel, st in safefs.walk_files(self.store.root, tier, skip_dir=is_hidden_part):
                 if rel.endswith(".md") and not rel.rsplit("/", 1)[-1].startswith("."):
                     found[rel] = st
+        if self.store.config.outside_notes is not None:   # notes at the root of an adopted vault
+            for entry in os.scandir(self.store.root):
+                if entry.is_file(follow_symlinks=False) and self.store.is_memory_path(entry.name):
+                    found[entry.name] = entry.stat(follow_symlinks=False)
         return found
 
     def refused_links(self) -> list[str]:
         """Symbolic links in the tier folders (and a linked tier folder itself), and file
         names that are not valid UTF-8: gitmem never reads, follows or commits them."""
         links: list[str] = []
-        for tier in self.store.config.tiers:
+        for tier in self.top_folders():
             for _ in safefs.walk_files(self.store.root, tier, links=links, skip_dir=is_hidden_part):
                 pass
         for name in (MEMORY_MD, ".gitmem.yaml"):
@@ -86,14 +90,16 @@ class Reader:
             data = safefs.read_bytes(self.store.root, path)
         parsed, problems = _parse(data)
         meta = derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers,
-                      inherited_id=self._inherited_id(path, parsed.meta))
+                      inherited_id=self._inherited_id(path, parsed.meta),
+                      outside_notes=self.store.config.outside_notes)
         return Memory(path, meta, parsed.body, problems), parsed
 
     def memory_from_bytes(self, path: str, data: bytes) -> Memory:
         """A memory file's bytes (from any commit) read as a fresh vault reads them: no
         id is inherited from a name the file had before (unlike a file on disk)."""
         parsed, problems = _parse(data)
-        return Memory(path, derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers),
+        return Memory(path, derive(path, parsed.meta, parsed.body, tiers=self.store.config.tiers,
+                                   outside_notes=self.store.config.outside_notes),
                       parsed.body, problems)
 
     def _inherited_id(self, path: str, meta: dict[str, Any]) -> str | None:
@@ -152,6 +158,8 @@ class Reader:
             # Folders are taken parent first, so a folder is only entered through real
             # folders (one replaced by a link changes its parent, which is then listed).
             stack = list(self.store.config.tiers)   # (folder names: never a "/" in them)
+            if self.store.config.outside_notes is not None:
+                stack += self._top_level(root_fd, files)   # an adopted vault: the person's folders
             while stack:
                 folder = stack.pop()
                 try:
@@ -185,6 +193,32 @@ class Reader:
         finally:
             os.close(root_fd)
         return files, seen
+
+    def _top_level(self, root_fd: int, files: dict[str, FileStat]) -> list[str]:
+        """In an adopted vault: the notes at the vault's root (into ``files``) and the
+        folders beside the tier folders, to walk (listed on every scan: one folder)."""
+        folders = []
+        for rel, file_st, _ in _list_folder(root_fd, ""):
+            rel = rel.lstrip("/")
+            if file_st is None:
+                if rel not in self.store.config.tiers:
+                    folders.append(rel)
+            elif self.store.is_memory_path(rel):
+                files[rel] = FileStat(file_st.st_mtime_ns, file_st.st_size)
+        return folders
+
+    def top_folders(self) -> list[str]:
+        """The folders that hold memories: the tier folders and, in an adopted vault,
+        every other folder at the root that is not hidden (``.obsidian`` ...)."""
+        folders = list(self.store.config.tiers)
+        if self.store.config.outside_notes is not None:
+            try:
+                entries = list(os.scandir(self.store.root))
+            except OSError:
+                entries = []
+            folders += sorted(e.name for e in entries if e.name not in folders and not is_hidden_part(e.name)
+                              and e.is_dir(follow_symlinks=False))
+        return folders
 
     def scan_paths(self, paths: Iterable[str]) -> tuple[list[str], list[str]]:
         """Like :meth:`scan` for just these vault-relative paths."""

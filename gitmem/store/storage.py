@@ -79,4 +79,4 @@ class Storage:
 
     def is_memory_path(self, path: str) -> bool:
         """True if the vault-relative ``path`` is a memory file of this vault's tiers."""
-        return is_memory_path(path, self.config.tiers)
+        return is_memory_path(path, self.config.tiers, self.config.outside_notes)

@@ -256,7 +256,8 @@ def _metadata(services: Services) -> Finding:
             try:
                 parsed = parse_text(data.decode("utf-8", "replace"))
                 problems: list[Any] = []
-                meta = derive(row.path, parsed.meta, parsed.body, tiers=tiers, problems=problems)
+                meta = derive(row.path, parsed.meta, parsed.body, tiers=tiers, problems=problems,
+                              outside_notes=services.store.config.outside_notes)
                 found = [str(p) for p in problems]
                 try:
                     clean_metadata(meta, tiers=tiers)  # derive's output passes; a failure is a gitmem bug
