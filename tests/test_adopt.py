@@ -183,3 +183,21 @@ def test_a_folders_own_memory_md_stays_its_note(tmp_path: Path) -> None:
         assert not vault.config.memory_index
     assert (root / "MEMORY.md").read_text() == "My own memory page.\n"
     assert os.path.exists(root / ".gitmem.yaml")
+
+
+def test_reflect_leaves_a_persons_own_notes_alone(tmp_path: Path) -> None:
+    """Years-old, retrieved notes outside the tier folders: reflect neither archives
+    (prunes) nor rewrites (folds retrievals into) them; an agent's memory it does."""
+    root = tmp_path / "Old"
+    note = root / "Projects" / "old.md"
+    note.parent.mkdir(parents=True)
+    text = b"---\ncreated: 2015-01-01T00:00:00Z\nupdated: 2015-01-01T00:00:00Z\n---\nOld quokka note.\n"
+    note.write_bytes(text)
+    cli("init", "--adopt", str(root))
+    with Vault.open(root) as vault:
+        agent = vault.add("Agent quokka", "An agent's quokka memory.", tier="long_term")
+        assert len(vault.search("quokka").hits) == 2            # both retrieved
+        result = vault.reflect()
+        assert result.reinforced == 1                           # the agent's memory only
+        assert vault.get(agent.id).meta.get("retrievals") == 1
+    assert note.read_bytes() == text

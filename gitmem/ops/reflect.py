@@ -328,6 +328,7 @@ class Reflect:
             n, last = pending.get(row.id, (0, None))
             # Rows hold sanitised metadata (schema.derive); each value is still checked here
             # so no file's value can make planning raise and stop every later reflect.
+            own = row.path.split("/", 1)[0] not in self.store.config.tiers
             out.append(MemoryState(
                 id=row.id, path=row.path, title=str(m.get("title", "")), type=str(m.get("type", "memory")),
                 tier=str(m.get("tier", "")), status=str(m.get("status", "active")),
@@ -338,7 +339,10 @@ class Reflect:
                 reinforced=_text_or_none(m.get("reinforced")), expires=_text_or_none(m.get("expires")),
                 retrievals=int(_number(m.get("retrievals"), 0, 0, MAX_RETRIEVALS)), pending=n,
                 last_retrieved=float(last) if last is not None else None,
-                protected=str(m.get("type", "memory")) in self.store.config.protected_types))
+                # A person's own notes (outside the tier folders of an adopted vault) are theirs:
+                # reflect never archives, merges, promotes or rewrites them.
+                protected=str(m.get("type", "memory")) in self.store.config.protected_types or own,
+                writable=not own))
         return out
 
     def _near_duplicates(self) -> list[tuple[str, str, float]]:
