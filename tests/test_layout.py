@@ -169,3 +169,19 @@ def test_a_persons_unsaved_edit_is_committed_as_theirs_before_the_renames(tmp_pa
 ])
 def test_the_settings_file_keeps_every_other_byte(text: str, expected: str) -> None:
     assert set_layout_line(text, "flat") == expected
+
+
+def test_doctor_names_the_layout_and_advises_on_a_crowded_flat_folder(tmp_path: Path, clock: FakeClock,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitmem.upkeep import doctor
+    with Vault.init(tmp_path / "v", author="tester", clock=clock) as vault:
+        for i in range(4):
+            vault.add(f"Note {i}", "x")
+        found = {f.check: f for f in vault.doctor()}["layout"]
+        assert found.ok and found.summary == "flat layout; at most 4 memories in one folder"
+        monkeypatch.setattr(doctor, "CROWDED_FOLDER", 3)
+        found = {f.check: f for f in vault.doctor()}["layout"]
+        assert found.ok and "(short_term)" in found.summary and "'gitmem layout hashed'" in found.summary
+        vault.convert_layout("hashed")
+        found = {f.check: f for f in vault.doctor()}["layout"]
+        assert found.summary == "hashed layout; at most 1 memories in one folder"

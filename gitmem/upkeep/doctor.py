@@ -90,7 +90,7 @@ def diagnose(services: Services, *, repair: bool = False) -> list[Finding]:
         return [_frontmatter(services), _metadata(services), _index(services, repair), _worktree(services),
                 _git_index(services, repair), _temp_files(services, repair), _fsck(services, repair), catalog,
                 locks, _recovery(services), _secrets(services), _memory_index(services, repair), _links(services),
-                _held_config(services), _sync(services), history]
+                _held_config(services), _layout(services), _sync(services), history]
 
 
 def _history(services: Services, repair: bool) -> Finding:
@@ -535,6 +535,28 @@ def _held_config(services: Services) -> Finding:
     if bad:
         summary += f"; {len(bad)} bad value(s) in .gitmem.yaml held back (defaults in force)"
     return Finding("config", not held and not bad, summary, sorted(held), details)
+
+
+#: A flat tier folder holding more memories than this makes every write into it several
+#: times dearer than in hash folders (docs/performance.md, "Layouts").
+CROWDED_FOLDER = 5000
+
+
+def _layout(services: Services) -> Finding:
+    """The vault's layout, and advice when one folder holds so many memories that
+    each write into it is several times dearer than in the hashed layout."""
+    layout = services.store.layout()
+    per_folder: dict[str, int] = {}
+    for row in services.store.catalog.all_rows():
+        folder = row.path.rpartition("/")[0]
+        per_folder[folder] = per_folder.get(folder, 0) + 1
+    folder, most = max(per_folder.items(), key=lambda kv: kv[1], default=("", 0))
+    summary = f"{layout} layout; at most {most} memories in one folder"
+    if most > CROWDED_FOLDER:
+        summary += (f" ({folder or 'the vault root'}): each write into it rewrites that folder's git tree; "
+                    + ("'gitmem layout hashed' makes writes cheaper" if layout == "flat"
+                       else "consider splitting it into folders"))
+    return Finding("layout", True, summary)
 
 
 def _sync(services: Services) -> Finding:
