@@ -490,3 +490,28 @@ def test_a_remote_ref_to_a_commit_this_clone_no_longer_has_never_fails_a_sync(tm
     status = a.sync_status("origin")
     assert (status["ahead"], status["behind"]) == (0, 0)
     a.close()
+
+
+def test_a_folder_remote_with_packs_with_and_without_bitmaps_still_syncs(tmp_path: Path, clock: FakeClock) -> None:
+    """`git gc` on a shared-folder remote writes a pack with a bitmap; pushes then add packs
+    without one.  Every later fetch by path used to fail ("No such file or directory:
+    .../pack-<id>.bitmap") until the remote was repacked."""
+    server = tmp_path / "srv.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(server))
+    a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
+    a.add_remote("origin", str(server))
+    a.add("First", "Before the remote is packed.")
+    a.sync()
+    b = Vault.clone(str(server), tmp_path / "b", author="agent-b", clock=clock)
+    git(server, "repack", "-adb", "-q")                        # what git gc does to a bare repository
+    for i in range(2):
+        a.add(f"Pushed {i}", "A pack without a bitmap.")
+        a.sync()
+    packs = sorted(p.name for p in (server / "objects" / "pack").iterdir())
+    assert sum(p.endswith(".bitmap") for p in packs) == 1 and sum(p.endswith(".pack") for p in packs) == 3
+    b.add("From b", "Written while a pushed.")
+    assert b.sync().action == "merge"
+    assert a.sync().action == "fast_forward"
+    assert {m.title for m in a.list()} == {m.title for m in b.list()} == {"First", "Pushed 0", "Pushed 1", "From b"}
+    a.close()
+    b.close()

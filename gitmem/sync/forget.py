@@ -50,9 +50,8 @@ from ..store.catalog import id_from_blob
 from ..store.git import blob_id
 from ..store.purged import applied_tombstones, purged_in, record_purged
 from ..store.spool import drop_spooled
-from .remotes import http_credentials, ssh_command
 from .rewrite import TOMBSTONE_REF, PurgeReport, Rewriter, execute, forget_old_objects, history_of, plan
-from .transport import RemoteMoved, close_client, remote_errors
+from .transport import RemoteMoved, client_for, close_client, remote_errors
 
 if TYPE_CHECKING:  # pragma: no cover
     from dulwich.client import GitClient
@@ -447,11 +446,7 @@ def remote_status(syncer: Any) -> dict[str, Any]:
 
 
 def _remote_refs(store: Storage, url: str) -> dict[Ref, ObjectID]:
-    from dulwich.client import get_transport_and_path
-    username, password = http_credentials(store.git, url)
-    with remote_errors(url):
-        client, path = get_transport_and_path(url, config=store.git.repo.get_config_stack(), quiet=True,
-                                              username=username, password=password, ssh_command=ssh_command())
+    client, path = client_for(store.git, url)
     try:
         with remote_errors(url):
             result = client.get_refs(path.encode() if isinstance(path, str) else path)

@@ -95,10 +95,9 @@ from .remotes import (
     normalise_url,
     redact,
     remove_config_section,
-    ssh_command,
 )
 from .state import SyncState
-from .transport import RemoteMoved, close_client, git_errors, remote_errors, server_said
+from .transport import RemoteMoved, client_for, close_client, git_errors, remote_errors, server_said
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -361,11 +360,7 @@ class Syncer:
 
     # ---------------------------------------------------------- transport
     def _client(self, url: str) -> tuple[GitClient, str]:
-        from dulwich.client import get_transport_and_path
-        username, password = http_credentials(self.store.git, url)
-        with remote_errors(url):
-            return get_transport_and_path(url, config=self.store.git.repo.get_config_stack(), quiet=True,
-                                          username=username, password=password, ssh_command=ssh_command())
+        return client_for(self.store.git, url)
 
     def _fetch(self, client: GitClient, path: str, url: str, branch: bytes,
                quarantine: Quarantine) -> bytes | None:

@@ -9,15 +9,59 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GitmemError, SyncError
-from .remotes import redact
+from .remotes import http_credentials, redact, ssh_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from dulwich.client import GitClient
 
-__all__ = ["RemoteMoved", "close_client", "release_transport", "remote_errors", "git_errors", "server_said"]
+    from ..store.git import GitStore
+
+__all__ = ["RemoteMoved", "client_for", "close_client", "release_transport", "remote_errors", "git_errors",
+           "server_said"]
+
+
+def client_for(git: GitStore, url: str) -> tuple[GitClient, str]:
+    """The dulwich client and path for ``url`` (credentials from git's helpers, ssh
+    from ``GIT_SSH_COMMAND``); transport errors become :class:`SyncError`.
+
+    A remote that is a folder (a USB drive, a shared folder) is read by dulwich itself,
+    without pack bitmaps: dulwich 1.2 fails every fetch from a repository holding packs
+    with and without bitmaps side by side (which ``git gc`` followed by a push makes),
+    asking for the bitmap of a pack that has none."""
+    from dulwich.client import LocalGitClient, get_transport_and_path
+    username, password = http_credentials(git, url)
+    with remote_errors(url):
+        client, path = get_transport_and_path(url, config=git.repo.get_config_stack(), quiet=True,
+                                              username=username, password=password, ssh_command=ssh_command())
+    if type(client) is LocalGitClient:
+        client = _local_client_without_bitmaps()
+    return client, path
+
+
+def _local_client_without_bitmaps() -> GitClient:
+    import os
+    from contextlib import closing
+
+    from dulwich.client import LocalGitClient
+    from dulwich.repo import Repo
+
+    class FolderClient(LocalGitClient):
+        """dulwich's client of a local repository, whose objects it walks without bitmaps."""
+
+        @classmethod
+        def _open_repo(cls, path: str | bytes) -> Any:   # dulwich opens the remote through this
+            repo = Repo(path if isinstance(path, str) else os.fsdecode(path))
+            provider = repo.object_store.get_reachability_provider
+
+            def without_bitmaps(prefer_bitmaps: bool = True) -> Any:
+                return provider(prefer_bitmaps=False)
+            repo.object_store.get_reachability_provider = without_bitmaps  # type: ignore[method-assign]
+            return closing(repo)
+
+    return FolderClient()
 
 
 class RemoteMoved(Exception):
