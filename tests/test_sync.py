@@ -499,19 +499,26 @@ def test_a_folder_remote_with_packs_with_and_without_bitmaps_still_syncs(tmp_pat
     server = tmp_path / "srv.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(server))
     a = Vault.init(tmp_path / "a", author="agent-a", clock=clock)
-    a.add_remote("origin", str(server))
-    a.add("First", "Before the remote is packed.")
-    a.sync()
-    b = Vault.clone(str(server), tmp_path / "b", author="agent-b", clock=clock)
-    git(server, "repack", "-adb", "-q")                        # what git gc does to a bare repository
-    for i in range(2):
-        a.add(f"Pushed {i}", "A pack without a bitmap.")
+    b: Vault | None = None
+    try:
+        a.add_remote("origin", str(server))
+        a.add("First", "Before the remote is packed.")
         a.sync()
-    packs = sorted(p.name for p in (server / "objects" / "pack").iterdir())
-    assert sum(p.endswith(".bitmap") for p in packs) == 1 and sum(p.endswith(".pack") for p in packs) == 3
-    b.add("From b", "Written while a pushed.")
-    assert b.sync().action == "merge"
-    assert a.sync().action == "fast_forward"
-    assert {m.title for m in a.list()} == {m.title for m in b.list()} == {"First", "Pushed 0", "Pushed 1", "From b"}
-    a.close()
-    b.close()
+        b = Vault.clone(str(server), tmp_path / "b", author="agent-b", clock=clock)
+        git(server, "repack", "-adb", "-q")                    # what git gc does to a bare repository
+        for i in range(2):
+            a.add(f"Pushed {i}", "A pack without a bitmap.")
+            a.sync()
+        packs = sorted(p.name for p in (server / "objects" / "pack").iterdir())
+        assert sum(p.endswith(".bitmap") for p in packs) == 1 and sum(p.endswith(".pack") for p in packs) == 3
+        b.add("From b", "Written while a pushed.")
+        assert b.sync().action == "merge"                       # fetched a's commits through the folder
+        a.sync()
+        b.sync()
+        titles = {"First", "Pushed 0", "Pushed 1", "From b"}
+        assert {m.title for m in a.list()} == {m.title for m in b.list()} == titles
+        assert git(a.root, "rev-parse", "HEAD") == git(b.root, "rev-parse", "HEAD") == git(server, "rev-parse", "main")
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
