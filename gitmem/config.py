@@ -474,7 +474,7 @@ def _flag(value: Any) -> bool:
 _CHECKS: tuple[tuple[str, Any], ...] = (
     ("tiers", _tiers),
     ("layout", _layout),
-    ("outside_notes", lambda v: _outside_notes(v)),
+    ("outside_notes", _outside_notes),
     ("protected_types", _protected),
     ("author", _identity("author")),
     ("user", _identity("user")),

@@ -242,7 +242,7 @@ class Vault:
         vault: Vault | None = None
         try:
             if adopted is not None:
-                made += adopted.write_own_files()
+                adopted.write_own_files(made)
             GitStore.init(root).close()
             vault = cls(root, author=author, clock=clock, person=person)
             _first_commit(vault, config, config_text, source, plan, import_tier, progress, left_out,

@@ -201,3 +201,17 @@ def test_reflect_leaves_a_persons_own_notes_alone(tmp_path: Path) -> None:
         assert result.reinforced == 1                           # the agent's memory only
         assert vault.get(agent.id).meta.get("retrievals") == 1
     assert note.read_bytes() == text
+
+
+def test_a_planted_link_for_a_tier_folder_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    """A folder whose ``short_term`` is a link elsewhere: adopting writes nothing through it
+    and leaves the folder as it was."""
+    root, elsewhere = tmp_path / "Notes", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "n.md").write_text("x\n")
+    (root / "short_term").symlink_to(elsewhere)
+    result = cli("init", "--adopt", str(root), ok=False)
+    assert "symbolic link" in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["n.md", "short_term"]
+    assert list(elsewhere.iterdir()) == []

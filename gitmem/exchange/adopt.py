@@ -54,19 +54,17 @@ class Adoption:
     not_notes: int = 0                          # attachments and other files left alone
     hidden: list[str] = field(default_factory=list)             # hidden folders left alone
 
-    def write_own_files(self) -> list[Path]:
-        """Write gitmem's own files (none of them exists); return what was made, so
-        that a failed init can take it away again."""
-        made: list[Path] = []
+    def write_own_files(self, made: list[Path]) -> None:
+        """Write gitmem's own files (none of them exists), adding each file and folder
+        to ``made`` as it is made, so that a failed init can take them away again."""
         for rel, data in self.own_files.items():
-            target = self.root / rel
-            if not target.parent.exists():
-                target.parent.mkdir(parents=True)
-                made.append(target.parent)
-            with open(target, "xb") as handle:   # never over a file of the person's
-                handle.write(data)
-            made.append(target)
-        return made
+            folder = rel.rpartition("/")[0]
+            if folder and not os.path.lexists(self.root / folder):   # ours to take away again
+                made.append(self.root / folder)
+            # Through the path gate (a linked tier folder is refused, never followed), and
+            # never over a file of the person's that appeared meanwhile.
+            safefs.write_bytes(self.root, rel, data, expect=lambda held: held is None)
+            made.append(self.root / rel)
 
     def git_file(self, name: str) -> bytes | None:
         """What the first commit holds as ``name`` (``.gitignore``, ``.gitattributes``):
