@@ -27,15 +27,15 @@ from .errors import InvalidMetadata, StorageError
 from .memory.paths import LAYOUTS, NEW_VAULT_LAYOUT, UNSET_LAYOUT
 from .memory.schema import DEFAULT_TIERS, MEMORY_TYPES
 
-__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "SyncSettings", "Identity", "DEFAULT_USER",
-           "DEFAULT_CONFIG_TEXT", "GITIGNORE", "GITATTRIBUTES", "SAFETY_KEYS", "PIN_FILE", "remote_setting",
-           "safety_values", "weakened_settings",
+__all__ = ["CONFIG_NAME", "VaultConfig", "LifecycleSettings", "SyncSettings", "TrustSettings", "Identity",
+           "DEFAULT_USER", "DEFAULT_CONFIG_TEXT", "GITIGNORE", "GITATTRIBUTES", "SAFETY_KEYS", "PIN_FILE",
+           "remote_setting", "safety_values", "weakened_settings",
            "read_pins", "write_pins", "clear_pins", "pending_changes", "pin_entries"]
 
 CONFIG_NAME = ".gitmem.yaml"
 # Settings that guard the vault.  A sync never weakens them silently: the local
 # value stays in force (pinned) until a person accepts the change.
-SAFETY_KEYS = ("secrets", "protected_types", "max_content_bytes")
+SAFETY_KEYS = ("secrets", "protected_types", "max_content_bytes", "trust")
 # Under .git/gitmem/: the pinned values, per vault clone, never shared or committed.
 PIN_FILE = "config-pinned.json"
 _SECRETS_RANK = {"allow": 0, "redact": 1, "refuse": 2}
@@ -78,6 +78,12 @@ user:
 max_content_bytes: 4194304
 # Content that looks like a secret (API keys, tokens, private keys): refuse | redact | allow.
 secrets: refuse
+# Goals, rules and constraints written by an agent, an import or a remote are proposals
+# until you accept them (`gitmem accept ID`). Agents listed here write them in force;
+# files from remotes listed here keep the origin they state (see docs/safety.md).
+trust:
+  agents: []
+  remotes: []
 # MEMORY.md at the root: regenerated in every write commit, at most this many lines.
 memory_index: true
 memory_index_lines: 200
@@ -126,6 +132,9 @@ class Identity:
 
     name: str
     email: str
+    #: What kind of writer this is (``agent:bot``, ``tool:...``; see gitmem.memory.provenance),
+    #: set by the front door that writes as it; None: the vault's default.
+    origin: str | None = field(default=None, compare=False)
 
     @classmethod
     def parse(cls, text: str, *, default_email: str = "agent@gitmem.local") -> Identity:
@@ -281,6 +290,44 @@ def _sync(value: Any) -> SyncSettings:
     return SyncSettings(remote_setting(value.get("remote")), interval)
 
 
+@dataclass(frozen=True)
+class TrustSettings:
+    """``trust:`` in the config: agents whose goals, rules and constraints are in force
+    without a person accepting them, and remotes whose files keep the origin they state."""
+
+    agents: tuple[str, ...] = ()
+    remotes: tuple[str, ...] = ()
+
+    def entries(self) -> list[str]:
+        """The settings as one sorted list (``agent:NAME``, ``remote:NAME``): how a sync
+        compares them (a longer list trusts more)."""
+        return sorted([f"agent:{a}" for a in self.agents] + [f"remote:{r}" for r in self.remotes])
+
+    @classmethod
+    def from_entries(cls, entries: list[str]) -> TrustSettings:
+        """The settings :meth:`entries` lists."""
+        return cls(tuple(e[6:] for e in entries if e.startswith("agent:")),
+                   tuple(e[7:] for e in entries if e.startswith("remote:")))
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > 1000 or not all(
+            isinstance(v, str) and v.strip() and len(v) <= 200 and not re.search(r"[\x00-\x1f\x7f]", v)
+            for v in value):
+        raise InvalidMetadata(f"{CONFIG_NAME}: trust.{what} must be a list of names")
+    return tuple(dict.fromkeys(v.strip() for v in value))
+
+
+def _trust(value: Any) -> TrustSettings:
+    if value is None:
+        return TrustSettings()
+    if not isinstance(value, dict) or set(value) - {"agents", "remotes"}:
+        raise InvalidMetadata(f"{CONFIG_NAME}: trust must be a mapping with 'agents' and 'remotes' lists")
+    return TrustSettings(_names(value.get("agents"), "agents"), _names(value.get("remotes"), "remotes"))
+
+
 #: Who a person's edits outside gitmem are committed as when neither ``user:`` in
 #: ``.gitmem.yaml`` nor git (``GIT_AUTHOR_NAME``, ``user.name``) names them.
 DEFAULT_USER = Identity("vault user", "user@localhost")
@@ -303,6 +350,7 @@ class VaultConfig:
     memory_index_lines: int = 200
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
+    trust: TrustSettings = field(default_factory=TrustSettings)
     extra: dict[str, Any] = field(default_factory=dict)
     # Safety settings held at their local value after a sync brought weaker ones.
     pinned: tuple[str, ...] = ()
@@ -388,6 +436,8 @@ class VaultConfig:
                 extra["secrets"] = strongest
             elif key == "protected_types":
                 changes["protected_types"] = tuple(strongest)
+            elif key == "trust":
+                changes["trust"] = TrustSettings.from_entries(strongest)
             else:
                 changes["max_content_bytes"] = strongest
         if not kept:
@@ -483,6 +533,7 @@ _CHECKS: tuple[tuple[str, Any], ...] = (
     ("memory_index", _flag),
     ("memory_index_lines", lambda v: int(_bounded(v, "memory_index_lines", 20, MAX_INDEX_LINES, integer=True))),
     ("sync", _sync),
+    ("trust", _trust),
 )
 
 
@@ -495,7 +546,8 @@ def safety_values(config: VaultConfig) -> dict[str, Any]:
         secrets = "allow"
     return {"secrets": secrets if isinstance(secrets, str) else repr(secrets),
             "protected_types": sorted(config.protected_types),
-            "max_content_bytes": config.max_content_bytes}
+            "max_content_bytes": config.max_content_bytes,
+            "trust": config.trust.entries()}
 
 
 def _weaker(key: str, new: Any, old: Any) -> bool:
@@ -505,6 +557,8 @@ def _weaker(key: str, new: Any, old: Any) -> bool:
         return _SECRETS_RANK.get(new, -1) < _SECRETS_RANK.get(old, -1)
     if key == "protected_types":
         return not set(old) <= set(new)
+    if key == "trust":
+        return not set(new) <= set(old)   # trusting more is weaker
     return int(new) > int(old)
 
 
@@ -513,6 +567,8 @@ def _strongest(key: str, a: Any, b: Any) -> Any:
         return a if _SECRETS_RANK.get(a, -1) >= _SECRETS_RANK.get(b, -1) else b
     if key == "protected_types":
         return sorted(set(a) | set(b))
+    if key == "trust":
+        return sorted(set(a) & set(b))
     return min(int(a), int(b))
 
 
@@ -522,6 +578,10 @@ def _clean_safety_value(key: str, value: Any) -> Any:
         return value if value in _SECRETS_RANK else None
     if key == "protected_types":
         ok = isinstance(value, list) and all(isinstance(t, str) and t in MEMORY_TYPES for t in value)
+        return sorted(value) if ok else None
+    if key == "trust":
+        ok = isinstance(value, list) and all(isinstance(t, str) and t.startswith(("agent:", "remote:"))
+                                             for t in value)
         return sorted(value) if ok else None
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1024
     return value if ok else None

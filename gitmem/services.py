@@ -33,6 +33,7 @@ from .store.git import GitStore
 from .store.locking import VaultLock
 from .store.reader import Reader
 from .store.storage import Clock, Storage
+from .store.trust import TrustRecord
 from .sync.syncer import Syncer
 from .write.checks import WriteChecks
 from .write.memory_md import MemoryMd
@@ -72,7 +73,8 @@ def open_services(root: Path, *, author: Identity | None, clock: Clock, lock_tim
     state_dir = git.git_dir / "gitmem"
     store = Storage(root=root, git=git, catalog=Catalog(state_dir / "catalog.sqlite", busy_timeout=lock_timeout),
                     lock=VaultLock(state_dir / "lock", timeout=lock_timeout, on_acquire=on_lock),
-                    config=config, clock=clock, author=author or config.author, state_dir=state_dir)
+                    config=config, clock=clock, author=author or config.author, state_dir=state_dir,
+                    trust=TrustRecord(state_dir))
     # Every commit and fast-forward passes these before git stores anything (write/checks.py).
     git.checks = WriteChecks(root, lambda: store.config)
     reader = Reader(store)

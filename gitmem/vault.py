@@ -29,6 +29,7 @@ from . import safefs
 from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, GITATTRIBUTES, GITIGNORE, Identity, VaultConfig, env_author
 from .errors import Conflict, InvalidInput, InvalidMetadata, NotAVault, NotFound
 from .exchange.import_formats import notes_to_copy
+from .memory.provenance import AGENT, PERSON, check_origin, make_origin
 from .memory.schema import Memory
 from .services import Services, open_services
 from .store.git import CommitInfo, FileChange, GitStore
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .exchange.importing import ImportReport
     from .exchange.view import ViewReport
     from .ops.files import Files
-    from .ops.history import Version
+    from .ops.history import Lineage, Version
     from .ops.layout import LayoutReport
     from .ops.lifecycle import CompressBatch, Links, MergeResult, ProtectedContext, Summarizer, WriteResult
     from .ops.reflect import ReflectReport
@@ -82,14 +83,18 @@ class Vault:
     ``author:`` in ``.gitmem.yaml``).  ``person=True`` says a person is writing
     (the command line does): without an author, writes then carry the person's
     git identity (``GIT_AUTHOR_NAME``/``EMAIL``, else git config ``user.*``) when
-    git names one.  ``clock`` returns the current time (inject one in tests).
+    git names one.  ``origin`` is the provenance of what this Vault writes
+    (``person``, ``agent:NAME``, ``tool:SOURCE``...; see ``docs/safety.md``):
+    ``person`` with ``person=True``, else ``agent:<author name>``.
+    ``clock`` returns the current time (inject one in tests).
     One Vault object may be shared by threads.
     """
 
     import_report: dict[str, Any] | None = None  # what Vault.init imported (counts, source)
 
     def __init__(self, root: Path, *, author: str | Identity | None = None,
-                 clock: Clock | None = None, lock_timeout: float = 30.0, person: bool = False) -> None:
+                 clock: Clock | None = None, lock_timeout: float = 30.0, person: bool = False,
+                 origin: str | None = None) -> None:
         root = Path(os.path.realpath(root))
         if not (root / ".git").is_dir():
             raise NotAVault(f"{root} is not a gitmem vault (no .git folder)")
@@ -103,6 +108,10 @@ class Vault:
         git = store.git
         if person and author is None and env_author() is None:
             store.author = git.person() or store.author
+        # Who writes, for provenance (memory/provenance.py): the command line is a person's;
+        # a program using the API is an agent unless it says otherwise.
+        store.origin = check_origin(origin) if origin is not None else (
+            PERSON if person else make_origin(AGENT, store.author.name))
         if needs_recovery(git) or git.index_dirty() or (store.state_dir / PURGE_JOURNAL).exists():
             # Upkeep, not a precondition of reading: only if the lock is free now.  A
             # live holder ran this same recovery when it took the lock (VaultLock's
@@ -194,7 +203,8 @@ class Vault:
     def init(cls, path: str | os.PathLike[str], *, from_dir: str | os.PathLike[str] | None = None,
              author: str | Identity | None = None, clock: Clock | None = None,
              import_tier: str = "long_term", person: bool = False,
-             progress: Callable[[int, int], None] | None = None, adopt: bool = False) -> Vault:
+             progress: Callable[[int, int], None] | None = None, adopt: bool = False,
+             origin: str | None = None) -> Vault:
         """Create a vault at ``path`` (one commit), optionally importing the
         Markdown notes of a plain folder such as the bundled ``sample-vault`` or an
         Obsidian vault.
@@ -244,7 +254,7 @@ class Vault:
             if adopted is not None:
                 adopted.write_own_files(made)
             GitStore.init(root).close()
-            vault = cls(root, author=author, clock=clock, person=person)
+            vault = cls(root, author=author, clock=clock, person=person, origin=origin)
             _first_commit(vault, config, config_text, source, plan, import_tier, progress, left_out,
                           adopted=adopted)
             if vault.import_report is not None:
@@ -396,10 +406,12 @@ class Vault:
     # -------------------------------------------------- memories
     def add(self, title: str, body: str = "", *, type: str = "memory", tier: str | None = None,
             tags: Sequence[str] | None = None, author: str | Identity | None = None,
-            path: str | None = None, force: bool = False, **fields: Any) -> Memory:
-        """Create a memory (one commit ``add: <title>``) and return it (:meth:`Memories.add`)."""
+            path: str | None = None, force: bool = False, inputs: Sequence[Memory] = (),
+            **fields: Any) -> Memory:
+        """Create a memory (one commit ``add: <title>``) and return it (:meth:`Memories.add`).
+        ``inputs``: memories its text was derived from (its origin is never above theirs)."""
         return self.services.memories.add(title, body, type=type, tier=tier, tags=tags, author=author,
-                                          path=path, force=force, **fields)
+                                          path=path, force=force, inputs=inputs, **fields)
 
     def update(self, ref: str, *, body: str | None = None, append: str | None = None,
                replace: tuple[str, str] | None = None, title: str | None = None,
@@ -443,6 +455,17 @@ class Vault:
         """All active protected memories (rules and constraints, then goals, each by importance), as
         data and as one Markdown block to put in a prompt (:meth:`Lifecycle.protected_context`)."""
         return self.services.lifecycle.protected_context()
+
+    def accept(self, ref: str, *, author: str | Identity | None = None) -> Memory:
+        """A person vouches for a memory: its origin becomes ``person``, so a proposed goal,
+        rule or constraint is in force (one commit; only a person can, see
+        :meth:`Memories.accept`)."""
+        return self.services.memories.accept(ref, author=author)
+
+    def why(self, ref: str) -> Lineage:
+        """Where a memory came from: origin, how far this clone trusts it, the memories it
+        was derived from and every commit of its life (:meth:`History.why`)."""
+        return self.services.history.why(ref)
 
     def compress_tier(self, tier: str, *, older_than_days: float | None = None,
                       tag: str | None = None, type: str | None = None,

@@ -67,6 +67,8 @@ def test_fsm_agent_updates_its_own_goal_in_one_restorable_commit(fsm: Toolbox, v
     clock.tick()
     updated = fsm.call("update_memory", {"filename": "rust-learning-goal.md",
                                          "content": "I want to learn Rust and write a CLI in it."})
+    # An agent's goal is a proposal until a person accepts it: the answer says so.
+    assert "proposed goal" in updated.pop("notice")
     assert updated == {"filename": "rust-learning-goal.md", "title": "Rust Learning Goal", "tier": "short_term",
                        "type": "goal", "tags": ["learning", "rust"]}
     assert commits(vault) == before + 1
@@ -112,8 +114,9 @@ def test_vault_correction_supersedes_a_constraint(vault_tools: Toolbox, vault: V
     stale = vault_tools.call("read_memory", {"memoryId": old["id"]})
     assert (stale["status"], stale["supersededById"], stale["content"]) == \
         ("superseded", fix["id"], "All services use MySQL 5.7.")
-    context = [m.id for m in vault.protected_context().memories]
-    assert context == [fix["id"]]                       # only the current constraint is in force
+    context = vault.protected_context()
+    # only the current constraint is proposed (an agent wrote it: not in force until accepted)
+    assert ([m.id for m in context.proposals], context.memories) == ([fix["id"]], [])
 
 
 def test_vault_dedup_supersedes_a_near_identical_constraint(vault_tools: Toolbox, vault: Vault) -> None:
@@ -124,7 +127,7 @@ def test_vault_dedup_supersedes_a_near_identical_constraint(vault_tools: Toolbox
     second = vault_tools.call("write_memory", {"content": near, "memoryType": "constraint", "dedup": True})
     assert second["status"] == "superseded" and second["id"] != first["id"]
     assert vault.get(first["id"]).status == "superseded"
-    assert [m.id for m in vault.protected_context().memories] == [second["id"]]   # no pile-up
+    assert [m.id for m in vault.protected_context().proposals] == [second["id"]]   # no pile-up
 
 
 def test_vault_cannot_supersede_a_goal_and_says_what_to_do(vault_tools: Toolbox, fsm: Toolbox,
@@ -174,6 +177,7 @@ def test_vault_external_write_id_is_an_upsert_key(vault_tools: Toolbox, vault: V
     # same key, new content, no memoryType: that memory, updated; a constraint stays a constraint
     again = vault_tools.call("write_memory", {"content": "Staging runs Postgres 16.",
                                               "externalWriteId": "run-1:msg-7"})
+    assert "proposed constraint" in again.pop("notice")
     assert again == {"id": first["id"], "status": "updated"}
     assert git(vault.root, "rev-list", "--count", f"{head}..HEAD").strip() == "1"
     read = vault_tools.call("read_memory", {"memoryId": first["id"]})

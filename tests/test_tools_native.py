@@ -78,7 +78,9 @@ def test_native_lifecycle_tools(box: Toolbox, vault: Vault) -> None:
     archived = box.call("memory_archive", {"refs": [merged["memory"]["id"]]})
     assert [m["tier"] for m in archived["archived"]] == ["archive"]
     context = box.call("memory_context", {})
-    assert [m["id"] for m in context["memories"]] == [rule["id"]] and "Never deploy" in context["markdown"]
+    # an agent's rule is a proposal: listed apart, and quoted after the rules in force
+    assert context["memories"] == [] and [m["id"] for m in context["proposals"]] == [rule["id"]]
+    assert "> Never deploy" in context["markdown"].split("## Proposals")[1]
     plan = box.call("memory_reflect", {"dry_run": True})
     assert {"pruned", "merged", "promoted", "expired"} <= set(plan)
     json.dumps([batch, links, context, plan])

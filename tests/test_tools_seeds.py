@@ -115,6 +115,8 @@ SEED_003 = {"content": "The organization always uses PostgreSQL instead of MySQL
 
 def test_vault_write_memory_seed_example(vault_tools: Toolbox, vault: Vault) -> None:
     written = vault_tools.call("write_memory", SEED_003)
+    # the seed's answer, plus a notice: an agent's constraint is a proposal until a person accepts it
+    assert "proposed constraint" in written.pop("notice")
     assert set(written) == {"id", "status"} and written["status"] == "created"
     uuid.UUID(written["id"])
     memory = vault.get(written["id"])
@@ -200,6 +202,7 @@ def fsm(vault: Vault) -> Toolbox:
 def test_fsm_create_read_update_search(fsm: Toolbox, vault: Vault) -> None:
     goal = fsm.call("create_memory", {"content": "I want to learn Rust.", "title": "Rust Learning Goal",
                                       "type": "goal", "tags": ["learning", "rust"]})
+    assert "proposed goal" in goal.pop("notice")
     assert goal == {"filename": "rust-learning-goal.md", "title": "Rust Learning Goal", "tier": "short_term",
                     "type": "goal", "tags": ["learning", "rust"]}
     read = fsm.call("read_memory", {"filename": "rust-learning-goal.md"})
@@ -252,5 +255,6 @@ def test_fsm_compress_flow_end_to_end(fsm: Toolbox, vault: Vault) -> None:
     assert fsm.call("archive_memories", {"filenames": []}) == {"archived": [], "tier": "archive"}
     assert snapshot(vault.root) == before
     context = fsm.call("retrieve_protected_context", {})
-    assert [m["filename"] for m in context["memories"]] == ["rust-learning-goal.md"]
-    assert "I want to learn Rust." in context["context"]
+    assert [(m["filename"], m["in_force"]) for m in context["memories"]] == [("rust-learning-goal.md", False)]
+    # the agent's goal is shown as quoted data after the instructions, not as one
+    assert "> I want to learn Rust." in context["context"].split("## Proposals")[1]

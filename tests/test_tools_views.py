@@ -173,9 +173,9 @@ def test_claude_view_shows_tiers_and_slugs_not_hash_folders(claude: Toolbox, vau
         ["/memories/short_term/rust-learning.md"]
     # The shown paths are the ones every command takes.
     assert run(claude, command="view", path="/memories/short_term/rust-learning.md").endswith(
-        "\n    10\t---\n    11\tLoops first.\n    12\t")
-    assert run(claude, command="view", path="/memories/deploy-checklist.md", view_range=[11, 11]) == (
-        "Here's the content of /memories/deploy-checklist.md with line numbers:\n    11\tTests green.")
+        "\n    11\t---\n    12\tLoops first.\n    13\t")
+    assert run(claude, command="view", path="/memories/deploy-checklist.md", view_range=[12, 12]) == (
+        "Here's the content of /memories/deploy-checklist.md with line numbers:\n    12\tTests green.")
     assert run(claude, command="view", path="/memories/archive/old-idea.md") == \
         "ERROR: The path /memories/archive/old-idea.md does not exist. Please provide a valid path."
     # The real (hash-folder) spelling still names the same file.
@@ -191,7 +191,7 @@ def test_claude_commands_map_shown_paths_to_the_real_files(claude: Toolbox, vaul
         .startswith("The memory file has been edited.")
     assert (root / rust.path).read_text().endswith("Loops, then traits.\n")
     assert git(root, "log", "-1", "--format=%an|%s").strip() == f"claude|edit: {rust.path}"
-    assert run(claude, command="insert", path=shown, insert_line=11, insert_text="Next: lifetimes.") == \
+    assert run(claude, command="insert", path=shown, insert_line=12, insert_text="Next: lifetimes.") == \
         f"The file {shown} has been edited."
     assert (root / rust.path).read_text().endswith("Loops, then traits.\nNext: lifetimes.\n")
     assert vault.get(rust.id).path == rust.path  # still the same memory, in place

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from ..errors import InvalidInput, InvalidPath, NotFound
+from ..memory.provenance import neutralize
+from ..write.memory_md import HEADER
 from .registry import ToolContext, tool
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -121,18 +123,20 @@ def index_read(ctx: ToolContext,
     topics = topics or []
     if topics:
         text += SEPARATOR + _topics_text(ctx, topics)
-    return text
+    # Straight into the agent's context: without hidden characters, HTML comments or images
+    # (gitmem's own first line, the note that MEMORY.md is generated, aside).
+    head = HEADER + "\n" if text.startswith(HEADER + "\n") else ""
+    return head + neutralize(text[len(head):])
 
 
 def _index_text(ctx: ToolContext) -> str:
     vault = ctx.vault
-    text = vault.files.memory_md_text()
-    if text is not None:
-        return text
     if vault.list(limit=1):
-        # The index is switched off (memory_index: false): show it without writing it.
+        # Rendered from the memories, not read from disk: what a sync or an editor put in the
+        # file is never passed off as gitmem's index (and it works with memory_index: false).
         return vault.render_memory_md().decode("utf-8")
-    return NO_MEMORIES
+    text = vault.files.memory_md_text()
+    return NO_MEMORIES if text is None else text
 
 
 def _overflow_hint(ctx: ToolContext, index: str) -> str:

@@ -9,10 +9,12 @@ argument on purpose; a person uses ``gitmem ... --force``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from ..memory.provenance import TOOL, make_origin
 from .registry import ToolContext, tool
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,7 +82,12 @@ def add(ctx: ToolContext,
         dedup: Annotated[bool, Field(description="Skip or supersede near-duplicates (default false).")] = False,
         external_write_id: Annotated[str, Field(description="Upsert key: the same key again updates that memory "
                                                             "(or writes nothing when the content is the same).",
-                                                min_length=1, max_length=200)] | None = None) -> dict[str, Any]:
+                                                min_length=1, max_length=200)] | None = None,
+        from_tool: Annotated[str, Field(description="Set when the text came from a tool's output, a web page or "
+                                                    "a document rather than from you or the user: name it (a "
+                                                    "URL, a tool name). The memory is then recorded as tool "
+                                                    "output, the least trusted origin.",
+                                        min_length=1, max_length=200)] | None = None) -> dict[str, Any]:
     """Store a new memory (one Markdown file, one git commit). Use for anything worth remembering across
     sessions: a fact, a preference, a decision, a task. The title defaults to the content's first line.
     With dedup: true a near-duplicate (>=92% similar) is skipped and a close variant (>=80%) supersedes
@@ -88,15 +95,19 @@ def add(ctx: ToolContext,
     with other numbers or a negation is never skipped. external_write_id is an upsert key: the same key
     with different content updates that memory (status updated, one commit), with the same content
     nothing is written (skipped). Returns {"id", "path", "status": "created" | "skipped" | "superseded" |
-    "updated", "duplicate_of", "superseded", "similarity", "commit"}."""
+    "updated", "duplicate_of", "superseded", "similarity", "commit"}, plus "notice" when a goal, rule or
+    constraint you write is held as a proposal until a person accepts it."""
     # Each memory of a session follows the one written before it (an upsert may update an
     # older memory instead: not linked), and shares the session's source unless given one.
     session = ctx.conversation(source, link=external_write_id is None)
+    author = ctx.author
+    if from_tool is not None and author is not None:   # the agent says: not my words (provenance.py)
+        author = replace(author, origin=make_origin(TOOL, from_tool))
     result = ctx.vault.write(content, title=title, type=type, tier=tier, tags=tags, scope=scope,
                              importance=importance, confidence=confidence, summary=summary,
                              entities=entities, related=related, supersedes=supersedes,
                              context=context, expires=expires, dedup=dedup,
-                             external_write_id=external_write_id, upsert=True, author=ctx.author,
+                             external_write_id=external_write_id, upsert=True, author=author,
                              **session)
     ctx.wrote(result.id, result.status)
     return {"id": result.id, "path": result.path, "status": result.status,

@@ -40,7 +40,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -265,13 +265,17 @@ class Toolbox:
 
     def __init__(self, vault: Vault | str | Any, profile: str = "gitmem", *, agent: str | None = None) -> None:
         from ..config import Identity
+        from ..memory.provenance import AGENT, make_origin
         from ..vault import Vault
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; use one of {', '.join(PROFILES)}")
         self._owned = not isinstance(vault, Vault)
         self.vault: Vault = vault if isinstance(vault, Vault) else Vault.open(vault)
         self.profile = profile
-        author = Identity.parse(agent) if agent else None
+        # Whatever the vault's default, what comes through agent tools is an agent's
+        # (memory/provenance.py): the tools' arguments can never say otherwise.
+        who = Identity.parse(agent) if agent else self.vault.author
+        author = replace(who, origin=make_origin(AGENT, who.name))
         self.context = ToolContext(self.vault, author, profile)
         self._sessions: dict[Any, ToolContext] = {}
 
@@ -350,8 +354,10 @@ class Toolbox:
             return error_result("internal_error", f"{name} failed: {type(exc).__name__}: {exc}")
         context = self.context if session is None else (
             self._sessions.get(session) or self.begin_session(key=session))
+        store = self.vault.services.store
+        store.take_notices()   # only what this call's writes say
         try:
-            return t.handler(context, **values)
+            return _with_notices(t.handler(context, **values), store.take_notices())
         except ToolFailure as exc:
             return error_result(exc.code, exc.message, exc.hint)
         except GitmemError as exc:
@@ -377,6 +383,19 @@ class Toolbox:
         """
         result = self.call(name, arguments)
         return render_result(result, self.profile)
+
+
+def _with_notices(result: Any, notices: list[str]) -> Any:
+    """A tool's result with what its writes said (e.g. a rule held as a proposal): a
+    ``notice`` field in an object, a last paragraph in text."""
+    if not notices:
+        return result
+    text = " ".join(notices)
+    if isinstance(result, dict) and "error" not in result:
+        return {**result, "notice": text}
+    if isinstance(result, str):
+        return f"{result}\n\nNote: {text}"
+    return result
 
 
 _MAX_SESSIONS = 256     # conversations an HTTP server keeps apart (the oldest is forgotten)

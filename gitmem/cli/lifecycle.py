@@ -20,7 +20,9 @@ def context(ctx: click.Context, as_markdown: bool, as_json: bool) -> None:
     """Show the protected context: every active rule, constraint and goal.
 
     Rules and constraints come first, then goals, each by importance; paste
-    the Markdown block into an agent's system prompt.
+    the Markdown block into an agent's system prompt.  Those an agent, an
+    import or a sync recorded are proposals, listed apart (and quoted as data
+    in the Markdown) until you accept them with 'gitmem accept ID'.
 
     \b
     Example:
@@ -30,9 +32,15 @@ def context(ctx: click.Context, as_markdown: bool, as_json: bool) -> None:
     if as_markdown and not as_json:
         click.echo(result.markdown, nl=False)
         return
-    emit(result.to_dict(), as_json, lambda: "\n".join(
-        f"{m.type:<10} {m.meta.get('importance', 3)}  {m.id[:8]}  {m.title}" for m in result.memories)
-        or "(no protected memories)")
+    def text() -> str:
+        lines = [f"{m.type:<10} {m.meta.get('importance', 3)}  {m.id[:8]}  {m.title}" for m in result.memories]
+        if result.proposals:
+            lines += ["", "proposed (not in force until you run 'gitmem accept ID'):"]
+            lines += [f"{m.type:<10} {m.meta.get('importance', 3)}  {m.id[:8]}  {m.title}  "
+                      f"(from {m.meta.get('origin', 'person')})" for m in result.proposals]
+        return "\n".join(lines).strip("\n") or "(no protected memories)"
+
+    emit(result.to_dict(), as_json, text)
 
 
 @click.command()

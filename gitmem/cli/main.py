@@ -585,6 +585,10 @@ for _command in (clone, remote, sync, conflicts, config):
 from .status import status  # noqa: E402 - registered after the core commands
 
 cli.add_command(status)
+from .trust import accept, why  # noqa: E402 - registered after the core commands
+
+cli.add_command(accept)
+cli.add_command(why)
 
 from .agent import agent  # noqa: E402 - registered after the core commands
 

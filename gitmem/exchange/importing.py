@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GitmemError, InvalidInput, InvalidMetadata, NotFound
 from ..memory.markdown import link_key
 from ..memory.paths import memory_relpath, slugify
+from ..memory.provenance import IMPORT, lowest, make_origin
 from ..memory.schema import clean_metadata, new_id, ordered
 from ..store.git import FileChange
 from .import_formats import FORMATS, ImportItem, in_code, in_folder
@@ -273,6 +274,8 @@ class _Batch:
         related = [{"id": self.ids[key], "relation": rel} for key, rel in item.related if key in self.ids]
         owned: dict[str, Any] = {**item.meta, "title": item.title, "type": item.type, "summary": item.summary,
                                  "source": item.source}
+        # Imported text is anyone's: an import, never above who runs it, whatever the source claims.
+        owned["origin"] = lowest([services.store.origin_of(self.who), make_origin(IMPORT, item.source)])
         if old is None:
             now = services.store.now()
             created = item.created or now
@@ -291,6 +294,7 @@ class _Batch:
         if current.problems:
             raise InvalidInput(f"{path} cannot be updated: {'; '.join(current.problems)}")
         meta = dict(current.meta)
+        owned["origin"] = lowest([owned["origin"], services.pipeline.origin_of(current)])
         for key, value in owned.items():
             meta[key] = value
             if value is None:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidInput, InvalidMetadata, InvalidTitle
+from .provenance import check_origin
 
 __all__ = [
     "FIELD_ORDER", "MEMORY_TYPES", "STATUSES", "SCOPES", "RELATIONS", "DEFAULT_TIERS",
@@ -30,7 +31,7 @@ __all__ = [
 #: Frontmatter keys in the order gitmem writes them.
 FIELD_ORDER: tuple[str, ...] = (
     "id", "title", "type", "tier", "status", "tags", "aliases", "created", "updated",
-    "expires", "importance", "confidence", "strength", "scope", "agent", "entities",
+    "expires", "importance", "confidence", "strength", "scope", "agent", "origin", "entities",
     "related", "supersedes", "superseded_by", "summary", "source", "follows", "context",
     "archived_from", "archived_into", "merged_into", "external_write_id", "retrievals",
     "reinforced",
@@ -364,6 +365,8 @@ def _clean_field(key: str, value: Any, tiers: tuple[str, ...]) -> Any:
         return normalize_timestamp(value, key)
     if key == "related":
         return _related(value)
+    if key == "origin":
+        return check_origin(value)
     if key == "retrievals":
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIEVALS:
             raise InvalidMetadata(f"retrievals must be an integer from 0 to {MAX_RETRIEVALS}, "
@@ -489,6 +492,8 @@ def sanitize_metadata(meta: Mapping[str, Any], *, tiers: Iterable[str] = DEFAULT
 
 def _fallback(key: str, value: Any) -> Any:
     """What a field whose value :func:`clean_metadata` refused is read as (None: absent)."""
+    if key == "origin":
+        return "tool"   # an unreadable origin is trusted least, never read as a person's
     if key in _LIST_FIELDS:
         return _salvage_list(value, key) or None
     if key == "related":
@@ -539,6 +544,7 @@ class Memory:
     body: str
     problems: list[str] = field(default_factory=list)  # e.g. unparseable frontmatter
     commit: str | None = None  # set on the object a write returns: the commit it made
+    blob: str | None = field(default=None, repr=False)  # git blob id of the bytes read, when known
 
     @property
     def id(self) -> str:

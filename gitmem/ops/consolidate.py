@@ -132,9 +132,13 @@ class Consolidator:
         commit: ``reserved`` file stems and ``skip`` ids already changed by the same commit)."""
         now = self.store.now()
         extra = dict(plan.extra)
+        extra.pop("origin", None)
         meta = {"id": plan.id, "title": plan.title, "type": extra.pop("type", "memory"), "tier": plan.tier,
                 "status": "active", "tags": plan.tags, "created": now, "updated": now,
-                "importance": plan.importance, "agent": who.name, "related": plan.related, **extra}
+                "importance": plan.importance, "agent": who.name,
+                # derived text: the least trusted of the writer and every source (provenance.py)
+                "origin": self.pipeline.derived_origin(who, [m for m, _ in plan.sources]),
+                "related": plan.related, **extra}
         meta = ordered(clean_metadata(meta, tiers=self.store.config.tiers))
         rel = self._placed(plan.tier, plan.id, plan.title, reserved)
         changes = [FileChange(rel, self.pipeline.render(meta, plan.body))]
@@ -180,7 +184,8 @@ class Consolidator:
                 if entry not in related:
                     related.append(entry)
             if changed:
-                meta = ordered(dict(memory.meta, related=related, updated=self.store.now()))
+                meta = ordered(dict(memory.meta, related=related, origin=self.pipeline.origin_of(memory),
+                                    updated=self.store.now()))
                 out.append((memory, FileChange(memory.path,
                                                self.pipeline.render(meta, memory.body, parsed.raw_blocks))))
         return out

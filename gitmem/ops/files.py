@@ -45,7 +45,7 @@ from ..errors import (
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part, memory_relpath
 from ..memory.secrets import policy_of as secrets_policy
 from ..memory.secrets import redact_text
-from ..store.git import FileChange
+from ..store.git import FileChange, blob_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Identity
@@ -381,6 +381,11 @@ class Files:
                     return FileWrite([rel], None, False, self._problems(rel, data))
             else:
                 self._new_name_free(rel)
+            if self.store.is_memory_path(rel):
+                # The text is stored exactly as given, so what its frontmatter claims is
+                # capped at the writer's trust (store/trust.py).
+                writer = self.store.origin_of(who)
+                self.store.trust.cap([(blob_id(data), self.reader.read_file(rel, data).meta)], writer)
             op = "update" if existed else "add"
             subject = subject or f"{'write' if existed else 'create'}: {rel}"
             done = self.pipeline.commit([FileChange(rel, data)], subject, op, self._touch(rel, data, op), author=who)

@@ -17,19 +17,43 @@ from typing import TYPE_CHECKING, Any
 from .. import safefs
 from ..errors import InvalidInput, NotFound, RevisionNotFound
 from ..memory.markdown import decode, parse_text
+from ..memory.provenance import claimed_origin
 from ..memory.schema import Memory, iso_now, normalize_timestamp
 from ..memory.similarity import rename_pairs
 from ..store.catalog import Touch, id_from_blob
-from ..store.git import FileChange
+from ..store.git import FileChange, blob_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..store.reader import Reader
     from ..store.storage import Storage
     from ..write.pipeline import WritePipeline
 
-__all__ = ["History", "Version"]
+__all__ = ["History", "Version", "Lineage"]
 
 _OP_TRAILER = re.compile(r"^Op: *(\S+)", re.MULTILINE)
+_ORIGIN_TRAILER = re.compile(r"^Origin: *(.+)$", re.MULTILINE)
+# Relations by which a memory names a memory it was derived from (or that one names it).
+_FROM_RELATIONS = ("derived_from", "supersedes")
+_INTO_FIELDS = ("merged_into", "archived_into", "superseded_by")
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where a memory came from (``gitmem why``): its origin as the file states it and as
+    this clone trusts it, the memories it was derived from, and every commit of its life
+    with its author and the origin that commit recorded."""
+
+    memory: Memory
+    origin: str
+    trusted_as: str
+    in_force: bool | None      # for goals, rules and constraints: an instruction or a proposal
+    sources: list[dict[str, Any]]
+    versions: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.memory.id, "title": self.memory.title, "path": self.memory.path,
+                "type": self.memory.type, "origin": self.origin, "trusted_as": self.trusted_as,
+                "in_force": self.in_force, "sources": self.sources, "versions": self.versions}
 
 
 @dataclass(frozen=True)
@@ -166,6 +190,46 @@ class History:
             raise NotFound(f"no committed history for {ref!r} yet")
         return versions
 
+    def why(self, ref: str) -> Lineage:
+        """The memory's lineage, from its file and git history (:class:`Lineage`)."""
+        memory = self.reader.get(ref)
+        row = self.store.catalog.row(memory.path)
+        blob = row.hash if row is not None else None
+        trusted = self.store.trust.effective(memory.meta, blob)
+        protected = memory.type in self.store.config.protected_types
+        sources: list[dict[str, Any]] = []
+        seen: set[str] = set()
+
+        def source(memory_id: str, relation: str) -> None:
+            if memory_id in seen or memory_id == memory.id:
+                return
+            seen.add(memory_id)
+            rows = self.store.catalog.by_id(memory_id)
+            found = rows[0] if rows else None
+            sources.append({"id": memory_id, "relation": relation,
+                            "title": found.meta.get("title") if found else None,
+                            "path": found.path if found else None,
+                            "origin": self.store.trust.effective(found.meta, found.hash) if found else None})
+        for entry in memory.meta.get("related", []):
+            if isinstance(entry, dict) and entry.get("relation") in _FROM_RELATIONS:
+                source(str(entry["id"]), str(entry["relation"]))
+        if memory.meta.get("supersedes"):
+            source(str(memory.meta["supersedes"]), "supersedes")
+        for other, _, relation in self.store.catalog.linking_to([memory.id]):
+            if relation in _INTO_FIELDS:
+                source(other.id, relation)
+        versions: list[dict[str, Any]] = []
+        try:
+            touches = self.history(memory.id)
+        except NotFound:   # not committed yet (a person's new note)
+            touches = []
+        for version in touches:
+            message = self.store.git.info(version.commit.encode()).message
+            found = _ORIGIN_TRAILER.search(message)
+            versions.append({**version.to_dict(), "origin": found.group(1).strip() if found else None})
+        return Lineage(memory, claimed_origin(memory.meta), trusted,
+                       self.store.in_force(memory.meta, blob) if protected else None, sources, versions)
+
     def _pick(self, memory_id: str, rev: str | int) -> Touch:
         """The touch ``rev`` selects: ``~N``/int N (N versions back), a commit, or a date."""
         touches = self.store.catalog.touches(memory_id)
@@ -269,7 +333,9 @@ class History:
                 raise RevisionNotFound(f"cannot restore to {target}: another file is there now")
             raw = self._bytes_of(old)
             parsed = parse_text(decode(raw))
-            meta = dict(old.meta, updated=self.store.now())
+            old.blob = blob_id(raw)
+            # The old text comes back as it was trusted, never above the one restoring it.
+            meta = dict(old.meta, updated=self.store.now(), origin=self.pipeline.derived_origin(who, [old]))
             data = self.pipeline.render(meta, parsed.body if parsed.has_frontmatter else old.body,
                                 parsed.raw_blocks)
             changes = [FileChange(target, data, moved_from=current.path if current is not None

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import safefs
 from ..config import Identity
-from ..errors import Conflict, InvalidInput, InvalidMetadata, MatchError
+from ..errors import Conflict, InvalidInput, InvalidMetadata, MatchError, Protected
 from ..memory.markdown import ParsedFile
 from ..memory.paths import check_relpath, memory_relpath, slugify
+from ..memory.provenance import PERSON
 from ..memory.schema import Memory, clean_metadata, new_id, ordered, validate_title
 from ..store.git import FileChange
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..store.storage import Storage
     from ..write.pipeline import WritePipeline
 
-__all__ = ["Memories"]
+__all__ = ["Memories", "refuse_origin"]
 
 
 class Memories:
@@ -45,7 +46,8 @@ class Memories:
 
     def add(self, title: str, body: str = "", *, type: str = "memory", tier: str | None = None,
             tags: Sequence[str] | None = None, author: str | Identity | None = None,
-            path: str | None = None, force: bool = False, **fields: Any) -> Memory:
+            path: str | None = None, force: bool = False, inputs: Sequence[Memory] = (),
+            **fields: Any) -> Memory:
         """Create a memory (one commit ``add: <title>``) and return it.
 
         ``fields`` are any other frontmatter fields (importance, confidence,
@@ -56,8 +58,13 @@ class Memories:
         memories ``status: superseded`` with ``superseded_by`` in the same commit
         (a protected one needs ``force``).  :meth:`write` adds dedup and
         idempotency on top of this.
+
+        The memory's ``origin`` is set here, never from ``fields``: the writer's
+        (:meth:`Storage.origin_of`), lowered to the least trusted of ``inputs`` (the
+        memories its text was derived from) and of the memories it supersedes.
         """
         who = self.store.author_of(author)
+        refuse_origin(fields)
         title = validate_title(title)
         tier = tier or self.store.config.tiers[0]
         memory_id = str(fields.pop("id", None) or new_id())
@@ -69,6 +76,9 @@ class Memories:
             if self.store.catalog.by_id(memory_id):
                 raise Conflict(f"a memory with id {memory_id} already exists")
             olds = self._superseded_by_new(meta, force)
+            meta["origin"] = self.pipeline.derived_origin(who, [*inputs, *(o for o, _ in olds)],
+                                                          own_words=not inputs)
+            meta = ordered(meta)
             if path is not None:
                 rel = self._new_path(path, meta)
             else:
@@ -79,7 +89,8 @@ class Memories:
             for old, parsed in olds:
                 changes.append(FileChange(old.path, self.pipeline.render(
                     ordered(dict(old.meta, status="superseded", superseded_by=memory_id,
-                                 updated=now)), old.body, parsed.raw_blocks)))
+                                 origin=self.pipeline.origin_of(old), updated=now)),
+                    old.body, parsed.raw_blocks)))
                 touched.append((old.id, old.path, "supersede"))
             subject = f"add: {title}" + (f" (supersedes {', '.join(o.title for o, _ in olds)})"
                                          if olds else "")
@@ -138,6 +149,7 @@ class Memories:
         commit: the memory comes back as it is, with ``commit`` None.
         """
         who = self.store.author_of(author)
+        refuse_origin(meta or {})
         with self.store.lock.hold():
             memory, parsed = self.pipeline.current(ref)
             new_meta = dict(memory.meta)
@@ -183,6 +195,9 @@ class Memories:
                 return memory  # nothing but the time stamp would change: no commit (commit stays None)
             if content_change:
                 self.pipeline.guard(memory, force, "overwrite")
+            # An edit is the writer's words over the memory's: the lower trust of the two,
+            # except that what a person edits is the person's.
+            new_meta["origin"] = self.pipeline.derived_origin(who, [memory], own_words=True)
             new_meta["updated"] = self.store.now()
             new_meta = ordered(clean_metadata(new_meta, tiers=tiers))
             data = self.pipeline.render(new_meta, new_body, parsed.raw_blocks)
@@ -221,7 +236,8 @@ class Memories:
         ``extra_meta`` (None removes a key) and optionally a new ``body``.  Moving into
         the archive records ``archived_from`` and marks an active memory archived;
         moving out makes it active again."""
-        new_meta = dict(memory.meta, tier=tier)
+        # The text moves as it is: it keeps the trust it has here, now written in the file.
+        new_meta = dict(memory.meta, tier=tier, origin=self.pipeline.origin_of(memory))
         archive = self.store.config.archive_tier
         if tier == archive and memory.tier != archive:
             new_meta.setdefault("archived_from", memory.tier)
@@ -248,6 +264,28 @@ class Memories:
             changes.insert(0, FileChange(memory.path, None))
         return changes, new_path
 
+    def accept(self, ref: str, *, author: str | Identity | None = None) -> Memory:
+        """A person vouches for a memory: its ``origin`` becomes ``person`` (one commit
+        ``accept: <title>``), so a goal, rule or constraint an agent, an import or a remote
+        proposed is in force from now on.  Only a person can accept (the command line, or
+        a Vault opened with ``person=True``): anyone else gets :class:`Protected`.  A
+        memory that is already the person's comes back unchanged (``commit`` None)."""
+        who = self.store.author_of(author)
+        if self.store.origin_of(who) != PERSON:
+            raise Protected(f"only a person can accept a memory; this write is {self.store.origin_of(who)}",
+                            hint="Ask the person to run 'gitmem accept ID' on the command line.")
+        with self.store.lock.hold():
+            memory, parsed = self.pipeline.current(ref)
+            was = self.pipeline.origin_of(memory)
+            if was == PERSON and memory.meta.get("origin") == PERSON:
+                return memory
+            meta = ordered(dict(memory.meta, origin=PERSON, updated=self.store.now()))
+            data = self.pipeline.render(meta, memory.body, parsed.raw_blocks)
+            done = self.pipeline.commit([FileChange(memory.path, data)], f"accept: {memory.title}", "accept",
+                                        [(memory.id, memory.path, "accept")], author=who,
+                                        body=f"Accepted by a person; it was trusted as {was}.")
+        return self.pipeline.written(done, memory.path)
+
     def delete(self, ref: str, *, hard: bool = False, force: bool = False,
                author: str | Identity | None = None) -> Memory:
         """Delete a memory in one write.
@@ -272,6 +310,14 @@ class Memories:
                                         forced=force and self.pipeline.protected(memory))
         memory.commit = done.sha
         return memory
+
+
+def refuse_origin(fields: Mapping[str, Any]) -> None:
+    """Refuse a caller's ``origin``: gitmem sets it from who writes (memory/provenance.py)."""
+    if "origin" in fields:
+        raise InvalidMetadata("origin cannot be set by a caller: gitmem records who wrote a memory",
+                              hint="Leave 'origin' out; a person raises trust with 'gitmem accept ID'.",
+                              field="origin")
 
 
 def _same_fields(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:

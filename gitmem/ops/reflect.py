@@ -407,7 +407,7 @@ class Reflect:
             lines.append(f"promoted: {memory.title} ({memory.path} -> {new_path})")
         for action in plan.fold:
             memory, parsed = self.pipeline.current(action.path)
-            meta = ordered(dict(memory.meta, **action.detail))
+            meta = ordered(dict(memory.meta, **action.detail, origin=self.pipeline.origin_of(memory)))
             changes.append(FileChange(memory.path, self.pipeline.render(meta, memory.body, parsed.raw_blocks)))
             touched.append((memory.id, memory.path, "reinforce"))
             lines.append(f"reinforced: {memory.title} (retrievals {action.detail['retrievals']}, "

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..memory.provenance import neutralize
+
 __all__ = ["SearchHit", "SearchPage", "hit"]
 
 
@@ -53,7 +55,7 @@ class SearchPage:
 def hit(f: dict[str, Any], score: float, snippet: Callable[[str, str, str], str]) -> SearchHit:
     """A result from a document's stored fields; ``snippet(body, title, context)`` cuts
     its snippet (:class:`gitmem.search.snippet.Snippeter`)."""
-    return SearchHit(id=f.get("id", ""), path=f["path"], title=f.get("title", ""),
+    return SearchHit(id=f.get("id", ""), path=f["path"], title=neutralize(f.get("title", "")),
                      tier=f.get("tier", ""), type=f.get("type", ""),
                      tags=list(f.get("taglist") or []), score=round(float(score), 4),
                      updated=f.get("updated_iso"),

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 
+from ..memory.provenance import neutralize
+
 __all__ = ["WORD_PATTERN", "SNIPPET_CHARS", "CONTEXT_MARK", "Snippeter", "clip"]
 
 #: A word as the index tokenizes it: letters/digits, joined by inner ``_ . ' ’``
@@ -49,6 +51,12 @@ class Snippeter:
         self._find: re.Pattern | None = None      # compiled when first needed
 
     def __call__(self, body: str, title: str, context: str = "") -> str:
+        """The snippet of a hit (:meth:`passage_of`) of the neutralized text: hidden characters,
+        HTML comments and images are removed before a passage is cut (a cut could otherwise
+        leave half a comment), since snippets go straight into agents' prompts."""
+        return neutralize(self.passage_of(neutralize(body), neutralize(title), neutralize(context)))
+
+    def passage_of(self, body: str, title: str, context: str = "") -> str:
         """The snippet of a hit: the best passage of the body, else the title marked,
         else (when the words matched the memory's context: what it answers or continues)
         the start of the body followed by the context's best passage, else the start of

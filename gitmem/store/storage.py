@@ -8,17 +8,21 @@ new ``.gitmem.yaml`` replaces it, and every service sees the new settings at onc
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..config import CONFIG_NAME, DEFAULT_USER, Identity, VaultConfig
 from ..memory.paths import is_memory_path
+from ..memory.provenance import PERSON
 from ..memory.schema import iso_now
 from .catalog import Catalog
 from .git import GitStore
 from .locking import VaultLock
+from .trust import TrustRecord
 
 __all__ = ["Clock", "Storage"]
 
@@ -37,6 +41,10 @@ class Storage:
     clock: Clock
     author: Identity          # who writes when a call names nobody
     state_dir: Path           # .git/gitmem: lock, caches, search index
+    trust: TrustRecord        # arrived and person-saved file versions (store/trust.py)
+    origin: str = PERSON      # who writes when a call names nobody (memory/provenance.py)
+    # What this thread's writes want their caller told (:meth:`notify`), for agent tools
+    _notices: threading.local = field(default_factory=threading.local, repr=False)
     # (stat of .gitmem.yaml, layout it names), for :meth:`layout`
     _layout_seen: tuple[tuple[int, int, int] | None, str] | None = field(default=None, repr=False)
 
@@ -49,6 +57,30 @@ class Storage:
         if author is None:
             return self.author
         return author if isinstance(author, Identity) else Identity.parse(author)
+
+    def origin_of(self, who: Identity) -> str:
+        """The origin of what ``who`` writes: the one its front door set, else the vault's."""
+        return who.origin or self.origin
+
+    def in_force(self, meta: dict[str, Any], blob: str | None) -> bool:
+        """True when a protected memory with this frontmatter and blob is an instruction
+        (a person's, or an agent's listed in ``trust: {agents}``), not a proposal."""
+        return self.trust.in_force(meta, blob, self.config.trust.agents)
+
+    def notify(self, text: str) -> None:
+        """Keep ``text`` for whoever made this thread's write (:meth:`take_notices`): e.g. that
+        a rule an agent wrote is held as a proposal."""
+        kept = getattr(self._notices, "items", None)
+        if kept is None:
+            kept = self._notices.items = []
+        if text not in kept and len(kept) < 50:
+            kept.append(text)
+
+    def take_notices(self) -> list[str]:
+        """The notices of this thread's writes since the last call (and forget them)."""
+        kept = getattr(self._notices, "items", None) or []
+        self._notices.items = []
+        return list(kept)
 
     def person(self) -> Identity:
         """Who a person's edits outside gitmem are committed as: ``user:`` in

@@ -546,7 +546,8 @@ def _render_without(services: Parts, removed: set[str], ids: set[str]) -> bytes:
         removed |= {row.path for row in services.store.catalog.by_id(memory_id)}
     with services.store.catalog.what_if():
         services.store.catalog.drop(sorted(removed))
-        return render_memory_md(services.store.catalog, services.store.config).encode("utf-8")
+        return render_memory_md(services.store.catalog, services.store.config,
+                                services.memory_md.in_force).encode("utf-8")
 
 
 def plan(services: Parts, rewriter: Rewriter, report: PurgeReport) -> dict[str, Any]:

@@ -81,7 +81,7 @@ from .. import safefs
 from ..errors import Conflict, GitmemError, InvalidInput, InvalidMetadata, InvalidPath, NotFound, SyncError
 from ..memory.paths import MEMORY_MD
 from ..store.catalog import stem_key
-from ..store.git import FileChange
+from ..store.git import FileChange, blob_id
 from ..store.git_index import prime_cached_trees
 from ..store.purged import purge_stamp
 from ..write.merge import CONFLICT_FIELD, CONFLICT_STATUS, merge_trees
@@ -491,15 +491,28 @@ class Syncer:
                 report.action = "merge"
             else:
                 self._refuse_dirty(local, changes)
+                self._cap_arrived(remote, changes)   # before any session can read them
                 with self._config_guard(changes, tip, report):
                     self.pipeline.fast_forward(local, tip, changes, f"sync: fast-forward to {label}")
                 report.action = "fast_forward"
         else:
             changes = self._merge_commit(local, tip, label, who, report)
             report.action = "merge"
+        self._cap_arrived(remote, changes)
         report.changed = sorted(set(report.changed) | {c.path for c in changes})
         with _timer(report, "catch_up"):
             self._after_sync(changes, report)
+
+    def _cap_arrived(self, remote: str, changes: list[FileChange]) -> None:
+        """What a sync brings from a remote the person has not listed in ``trust: {remotes}``
+        is trusted at most as ``remote:<address>``, whatever its files claim (store/trust.py)."""
+        url = self._remote_url(remote)
+        trusted = self.store.config.trust.remotes
+        if remote in trusted or redact(url) in trusted:
+            return
+        files = [(blob_id(c.data), self.reader.read_file(c.path, c.data).meta) for c in changes
+                 if c.data is not None and self.store.is_memory_path(c.path)]
+        self.store.trust.arrived(files, redact(url))
 
     def _refuse_unrelated(self, remote: str, local: bytes, tip: bytes) -> None:
         """A vault is its history, wherever it is checked out: a remote branch with no

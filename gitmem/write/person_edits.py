@@ -350,6 +350,13 @@ class OutsideEdits:
                 for new_path, (_, before) in renamed.items():   # the rename is not recorded
                     self.store.catalog.set_inherited_id(new_path, before)
                 raise
+            # What the person wrote is theirs (store/trust.py); a file they only moved keeps
+            # the trust it had, so renaming an agent's note never makes it the person's.
+            had = {sha.decode() for p in [*(c.path for c in changes), *moves.values()]
+                   if (sha := git.blob_sha_at(head, p)) is not None}
+            self.store.trust.person_saved(
+                saved for c in changes if c.data is not None and self.store.is_memory_path(c.path)
+                and (saved := blob_id(c.data)) not in had)
         return done.sha
 
     def _renames(self, changes: Sequence[FileChange], head: bytes | None) -> dict[str, tuple[str, str | None]]:

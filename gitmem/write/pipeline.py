@@ -43,6 +43,7 @@ from ..errors import (
 )
 from ..memory.markdown import ParsedFile, render
 from ..memory.paths import MEMORY_MD
+from ..memory.provenance import PERSON, lowest
 from ..memory.secrets import policy_of as secrets_policy
 from ..memory.secrets import screen as screen_secrets
 from ..store.git import FileChange, blob_id
@@ -97,6 +98,23 @@ class WritePipeline:
     def protected(self, memory: Memory) -> bool:
         return memory.type in self.store.config.protected_types and memory.status == "active"
 
+    def origin_of(self, memory: Memory) -> str:
+        """The origin ``memory`` is trusted as on this clone (store/trust.py)."""
+        blob = memory.blob
+        if blob is None:
+            row = self.store.catalog.row(memory.path)
+            blob = row.hash if row is not None else None
+        return self.store.trust.effective(memory.meta, blob)
+
+    def derived_origin(self, who: Identity, inputs: Sequence[Memory], *, own_words: bool = False) -> str:
+        """The origin of a memory ``who`` writes from ``inputs``: the lowest trust of the
+        writer and every input, so deriving can never raise trust.  ``own_words``: the text
+        is the writer's own (an edit, a new memory), and a person's own words are the person's."""
+        writer = self.store.origin_of(who)
+        if own_words and writer == PERSON:
+            return PERSON
+        return lowest([writer, *(self.origin_of(m) for m in inputs)])
+
     def guard(self, memory: Memory, force: bool, action: str) -> None:
         if self.protected(memory) and not force:
             raise Protected(f"{memory.title!r} is a protected {memory.type}; refusing to {action} it")
@@ -123,6 +141,7 @@ class WritePipeline:
         if self.store.lock.held:
             self.bases[path] = data  # what this write is based on (person_edits.py)
         memory, parsed = self.reader.read_parsed(path, data)
+        memory.blob = blob_id(data)
         if memory.problems or parsed.problem:
             raise InvalidFrontmatter(
                 f"{path} has frontmatter gitmem cannot parse: {'; '.join(memory.problems)}",
@@ -155,7 +174,9 @@ class WritePipeline:
 
         def message_for(touched: Sequence[Touched]) -> str:
             trailers = [f"Memory-Id: {mid}" for mid in dict.fromkeys(t[0] for t in touched)]
-            trailers += [f"Op: {op}", f"Agent: {who.name}"] + (["Forced: true"] if forced else [])
+            trailers += [f"Op: {op}", f"Agent: {who.name}",
+                         f"Origin: {PERSON if origin == 'person' else self.store.origin_of(who)}"]
+            trailers += ["Forced: true"] if forced else []
             return f"{subject}\n\n" + (f"{body.rstrip()}\n\n" if body else "") + "\n".join(trailers) + "\n"
         git = self.store.git
         with self.store.lock.hold():
@@ -280,6 +301,7 @@ class WritePipeline:
             self.reader.scanned = False     # the next read compares the catalog with the files
             self.memory_md.forget()
             self.searcher.fall_behind()     # the next search catches the index up
+        self._tell_of_proposals(written)
         self.background.schedule()   # .git/index catch-up, search segment merges, packing
         for listener in list(self.on_commit):
             try:
@@ -287,6 +309,17 @@ class WritePipeline:
             except Exception:  # noqa: BLE001 - the commit is made: a listener's failure is not the write's
                 pass
         return {path: memory for path, (memory, _) in written.items()}
+
+    def _tell_of_proposals(self, written: Mapping[str, tuple[Memory, str]]) -> None:
+        """A goal, rule or constraint written without a person's authority is a proposal:
+        say so to the writer (agent tools add it to their answer)."""
+        config = self.store.config
+        for memory, blob in written.values():
+            if memory.type in config.protected_types and memory.status == "active" \
+                    and not self.store.in_force(memory.meta, blob):
+                self.store.notify(
+                    f"{memory.title!r} ({memory.id}) is recorded as a proposed {memory.type}, not in force: "
+                    f"sessions see it as a proposal until a person accepts it (gitmem accept {memory.id}).")
 
     def _caches_take(self, parent: bytes | None, sha: bytes, written: Mapping[str, tuple[Memory, str]],
                      removed: Sequence[str], touched: Sequence[Touched], when: int) -> None:
