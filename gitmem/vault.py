@@ -79,7 +79,8 @@ class Vault:
     context manager (or call :meth:`close`) so ``.git/index`` is left in line
     with HEAD.  ``author`` is the identity every write is committed as (an
     agent's name, or ``"Name <email>"``; default: ``$GITMEM_AUTHOR``, else
-    ``author:`` in ``.gitmem.yaml``).  ``person=True`` says a person is writing
+    ``author:`` in ``.gitmem.yaml``); one whose name or email looks like it holds a
+    secret is refused (``SecretDetected``) unless ``secrets: allow``.  ``person=True`` says a person is writing
     (the command line does): without an author, writes then carry the person's
     git identity (``GIT_AUTHOR_NAME``/``EMAIL``, else git config ``user.*``) when
     git names one.  ``clock`` returns the current time (inject one in tests).
@@ -100,6 +101,15 @@ class Vault:
             lock_timeout=lock_timeout, on_lock=self._recover)
         self._closed = False
         store = self.services.store
+        named = author or env_author()
+        if named is not None and (root / CONFIG_NAME).exists():
+            # An author holding a secret is refused where it enters, not at the first write.
+            # (Vault.init has no settings yet: its first commit screens under the new ones.)
+            try:
+                store.check_author(named)
+            except BaseException:
+                self.close()
+                raise
         git = store.git
         if person and author is None and env_author() is None:
             store.author = git.person() or store.author

@@ -259,7 +259,8 @@ class Toolbox:
 
     ``vault`` is an open :class:`~gitmem.vault.Vault` or a path (opened here
     and closed by :meth:`close`).  ``agent`` (``"name"`` or ``"Name
-    <email>"``) is the commit author of every write made through this toolbox.
+    <email>"``) is the commit author of every write made through this toolbox
+    (refused with ``SecretDetected`` if it looks like it holds a secret).
     Safe to share between threads (the Vault serialises writes).
     """
 
@@ -272,6 +273,13 @@ class Toolbox:
         self.vault: Vault = vault if isinstance(vault, Vault) else Vault.open(vault)
         self.profile = profile
         author = Identity.parse(agent) if agent else None
+        if author is not None:
+            try:  # an agent name holding a secret is refused here, before any tool runs
+                self.vault.services.store.check_author(author)
+            except BaseException:
+                if self._owned:
+                    self.vault.close()
+                raise
         self.context = ToolContext(self.vault, author, profile)
         self._sessions: dict[Any, ToolContext] = {}
 

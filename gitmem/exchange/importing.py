@@ -136,13 +136,13 @@ def run_import(services: Services, format: str, source: str | os.PathLike[str], 
     is missing or unreadable; an item the write checks refuse (a secret under
     ``secrets: refuse``, too large ...) is skipped and reported.
     """
-    from ..config import Identity
     spec = FORMATS.get(format)
     if spec is None:
         raise InvalidInput(f"unknown import format {format!r}", hint=f"Formats: {', '.join(FORMATS)}.")
     tiers = tuple(services.store.config.tiers)
     if tier is not None and tier not in tiers:
         raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(tiers)}")
+    who = services.store.author_of(author)  # an author holding a secret: refused before reading
     path = Path(os.path.abspath(Path(source).expanduser()))
     if not path.exists():
         raise NotFound(f"import source {path} does not exist")
@@ -152,7 +152,6 @@ def run_import(services: Services, format: str, source: str | os.PathLike[str], 
     items = spec.read(path, tiers)
     if spec.folder_keys:
         items = in_folder(items, path)
-    who = author if isinstance(author, Identity) else Identity.parse(author) if author else services.store.author
     report = ImportReport(format, str(path), dry_run)
     default_tier = tier or (spec.default_tier if spec.default_tier in tiers else tiers[0])
     with services.store.lock.hold():

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..config import CONFIG_NAME, DEFAULT_USER, Identity, VaultConfig
 from ..memory.paths import is_memory_path
 from ..memory.schema import iso_now
+from ..memory.secrets import policy_of, screen_identity
 from .catalog import Catalog
 from .git import GitStore
 from .locking import VaultLock
@@ -45,10 +46,17 @@ class Storage:
         return iso_now(self.clock())
 
     def author_of(self, author: str | Identity | None) -> Identity:
-        """The identity a write is committed as: ``author``, else the vault's default."""
-        if author is None:
-            return self.author
-        return author if isinstance(author, Identity) else Identity.parse(author)
+        """The identity a write is committed as: ``author``, else the vault's default;
+        refused (:class:`~gitmem.errors.SecretDetected`) when it holds a secret
+        (:meth:`check_author`)."""
+        who = self.author if author is None else author if isinstance(author, Identity) else Identity.parse(author)
+        self.check_author(who)
+        return who
+
+    def check_author(self, who: Identity) -> None:
+        """Refuse ``who`` as a commit author if its name or email looks like it holds a
+        secret, under the vault's ``secrets:`` policy (only ``allow`` lets it through)."""
+        screen_identity(who.name, who.email, policy_of(self.config))
 
     def person(self) -> Identity:
         """Who a person's edits outside gitmem are committed as: ``user:`` in
