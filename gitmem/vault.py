@@ -637,16 +637,19 @@ class Vault:
     # ------------------------------------------------- import / export / view
     def import_from(self, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,
                     tier: str | None = None, author: str | Identity | None = None, force: bool = False,
-                    progress: Callable[[int, int], None] | None = None) -> ImportReport:
+                    progress: Callable[[int, int], None] | None = None, max_bytes: int | None = None,
+                    max_objects: int | None = None) -> ImportReport:
         """Import another tool's memories in ONE commit (none when nothing changed).
 
         ``format``: ``markdown``, ``mcp-memory``, ``agent-rules``, ``chatgpt``,
         ``claude``.  Re-importing creates nothing new: items carry a ``source``
-        key; changed ones are updated, unchanged ones skipped.  See
-        :func:`gitmem.exchange.importing.run_import`."""
+        key; changed ones are updated, unchanged ones skipped.  A source over
+        ``max_bytes`` of text (default 256 MiB) or ``max_objects`` JSON objects
+        and records (default 1,000,000) is refused (``import_too_large``) before
+        anything is written.  See :func:`gitmem.exchange.importing.run_import`."""
         from .exchange.importing import run_import
         return run_import(self.services, format, source, dry_run=dry_run, tier=tier, author=author,
-                          force=force, progress=progress)
+                          force=force, progress=progress, max_bytes=max_bytes, max_objects=max_objects)
 
     def export_jsonl(self, out: str | os.PathLike[str] | IO[str]) -> int:
         """Write every memory as one JSON line to ``out`` (a path outside the vault, or a
