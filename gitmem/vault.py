@@ -80,7 +80,8 @@ class Vault:
     context manager (or call :meth:`close`) so ``.git/index`` is left in line
     with HEAD.  ``author`` is the identity every write is committed as (an
     agent's name, or ``"Name <email>"``; default: ``$GITMEM_AUTHOR``, else
-    ``author:`` in ``.gitmem.yaml``).  ``person=True`` says a person is writing
+    ``author:`` in ``.gitmem.yaml``); one whose name or email looks like it holds a
+    secret is refused (``SecretDetected``) unless ``secrets: allow``.  ``person=True`` says a person is writing
     (the command line does): without an author, writes then carry the person's
     git identity (``GIT_AUTHOR_NAME``/``EMAIL``, else git config ``user.*``) when
     git names one.  ``origin`` is the provenance of what this Vault writes
@@ -105,6 +106,15 @@ class Vault:
             lock_timeout=lock_timeout, on_lock=self._recover)
         self._closed = False
         store = self.services.store
+        named = author or env_author()
+        if named is not None and (root / CONFIG_NAME).exists():
+            # An author holding a secret is refused where it enters, not at the first write.
+            # (Vault.init has no settings yet: its first commit screens under the new ones.)
+            try:
+                store.check_author(named)
+            except BaseException:
+                self.close()
+                raise
         git = store.git
         if person and author is None and env_author() is None:
             store.author = git.person() or store.author
@@ -650,16 +660,19 @@ class Vault:
     # ------------------------------------------------- import / export / view
     def import_from(self, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,
                     tier: str | None = None, author: str | Identity | None = None, force: bool = False,
-                    progress: Callable[[int, int], None] | None = None) -> ImportReport:
+                    progress: Callable[[int, int], None] | None = None, max_bytes: int | None = None,
+                    max_objects: int | None = None) -> ImportReport:
         """Import another tool's memories in ONE commit (none when nothing changed).
 
         ``format``: ``markdown``, ``mcp-memory``, ``agent-rules``, ``chatgpt``,
         ``claude``.  Re-importing creates nothing new: items carry a ``source``
-        key; changed ones are updated, unchanged ones skipped.  See
-        :func:`gitmem.exchange.importing.run_import`."""
+        key; changed ones are updated, unchanged ones skipped.  A source over
+        ``max_bytes`` of text (default 256 MiB) or ``max_objects`` JSON objects
+        and records (default 1,000,000) is refused (``import_too_large``) before
+        anything is written.  See :func:`gitmem.exchange.importing.run_import`."""
         from .exchange.importing import run_import
         return run_import(self.services, format, source, dry_run=dry_run, tier=tier, author=author,
-                          force=force, progress=progress)
+                          force=force, progress=progress, max_bytes=max_bytes, max_objects=max_objects)
 
     def export_jsonl(self, out: str | os.PathLike[str] | IO[str]) -> int:
         """Write every memory as one JSON line to ``out`` (a path outside the vault, or a

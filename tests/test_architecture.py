@@ -18,7 +18,7 @@ from typing import Any
 PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 
 #: Lowest first.  A module may import its own layer and the layers below it only.
-LAYERS = ["version", "errors", "safefs", "memory", "config", "store", "search", "write", "ops", "sync",
+LAYERS = ["version", "errors", "safefs", "localhttp", "memory", "config", "store", "search", "write", "ops", "sync",
           "services", "exchange", "upkeep", "vault", "outside", "agents", "cli", ""]
 #: The package (the fence) whose modules alone may import whoosh and reach into its internals.
 WHOOSH_MODULE = "gitmem.search.whoosh"

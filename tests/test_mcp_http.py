@@ -29,7 +29,8 @@ from .conftest import assert_clean, git
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is an optional extra: pip install gitmem-vault[mcp]")
 anyio = pytest.importorskip("anyio")
 
-from gitmem.agents.mcp_server import allowed_hosts_and_origins, http_url, is_loopback_host  # noqa: E402
+from gitmem.agents.mcp_server import http_url  # noqa: E402
+from gitmem.localhttp import allowed_hosts_and_origins, is_loopback_host  # noqa: E402
 
 TOKEN = "s3cret-token"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

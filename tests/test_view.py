@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import json
+import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -24,6 +27,7 @@ from hypothesis import strategies as st
 
 from gitmem import Vault
 from gitmem.exchange.view import edit_script, render_view, to_json
+from gitmem.exchange.view_server import PageServer
 
 from .conftest import SAMPLE, FakeClock, git
 
@@ -313,15 +317,16 @@ def test_cli_writes_the_page_where_asked(tmp_path: Path) -> None:
     assert report["commits"] == 1 and report["bytes"] == (tmp_path / "out" / "x.html").stat().st_size
 
 
-def test_cli_serve_answers_on_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+def test_cli_serve_answers_the_token_holder_on_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert run("init", "--from", str(SAMPLE), str(tmp_path / "v")).returncode == 0
     page = tmp_path / "page.html"
     # Started as a shell starts a command in a terminal, where Ctrl-C reaches it: with SIGINT at
     # its default. A test run started in the background (`pytest &`, nohup, some CI runners)
     # ignores SIGINT, and a child inherits that: the server then never sees the Ctrl-C below.
+    env = {k: v for k, v in os.environ.items() if k != "GITMEM_VIEW_TOKEN"}
     proc = subprocess.Popen([sys.executable, "-m", "gitmem", "-C", str(tmp_path / "v"), "view", "--serve",
                              "--out", str(page), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         while not lines or lines[-1] != "}\n":
@@ -329,13 +334,19 @@ def test_cli_serve_answers_on_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> No
             assert line, proc.stderr.read()
             lines.append(line)
         url = json.loads("".join(lines))["url"]
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url)
+        found = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{43})", url)
+        assert found, url
         with urllib.request.urlopen(url, timeout=10) as answer:
             assert answer.status == 200 and answer.headers["Content-Type"] == "text/html; charset=utf-8"
             assert answer.headers["Cache-Control"] == "no-store"
             assert answer.read() == page.read_bytes()
+        for without in (url.split("?")[0], url.split("?")[0] + "?token=" + "x" * 43):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(without, timeout=10)
+            assert refused.value.code == 401
+            refused.value.close()
         with pytest.raises(urllib.error.HTTPError) as missing:
-            urllib.request.urlopen(url + "../.git/config", timeout=10)
+            urllib.request.urlopen(url.replace("/?", "/../.git/config?"), timeout=10)
         assert missing.value.code == 404
         missing.value.close()
         proc.send_signal(signal.SIGINT)
@@ -347,6 +358,132 @@ def test_cli_serve_answers_on_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> No
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_cli_serve_refuses_a_weak_token_before_writing_anything(tmp_path: Path) -> None:
+    assert run("init", str(tmp_path / "v")).returncode == 0
+    for token in ("short", "has spaces in it, sixteen+", "semi;colon;in;the;cookie"):
+        done = run("-C", str(tmp_path / "v"), "view", "--serve", "--token", token, "--out", str(tmp_path / "p.html"))
+        assert done.returncode == 2 and done.stderr.startswith("error: the view token must be"), done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "p.html").exists()
+
+
+# ----------------------------------------------------------------- who the server answers
+TOKEN = "view-token-0123456789abcdef"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[PageServer]:
+    """A page served by a real server on a real socket, in a thread."""
+    page = tmp_path / "page.html"
+    page.write_text("<!doctype html><title>vault history</title>\n")
+    server = PageServer(page, "127.0.0.1", 0, TOKEN)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def ask(server: PageServer, path: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
+    """One request with exactly these headers (``Host`` too: http.client is told not to add its own)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            conn.putheader(name.replace("_", "-"), value)
+        conn.endheaders()
+        answer = conn.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+    finally:
+        conn.close()
+
+
+def test_serve_refuses_requests_without_the_right_token(served: PageServer) -> None:
+    host = f"127.0.0.1:{served.port}"
+    for path, extra in (("/", {}), ("/?token=", {}), (f"/?token={TOKEN[:-1]}", {}), (f"/?token={TOKEN}x", {}),
+                        ("/", {"Cookie": f"{served.cookie}=wrong-token-0123456789"}),
+                        ("/", {"Cookie": f"gitmem_view_1={TOKEN}"}),            # another port's cookie name
+                        ("/", {"Authorization": f"Bearer {TOKEN}"})):         # not how a browser sends it
+        status, headers, body = ask(served, path, Host=host, **extra)
+        assert status == 401, (path, extra)
+        assert body.startswith(b"A valid token is needed") and b"vault history" not in body
+        assert headers["content-type"] == "text/plain; charset=utf-8" and "set-cookie" not in headers
+
+
+def test_serve_refuses_a_foreign_host_or_origin_even_with_the_token(served: PageServer) -> None:
+    port = served.port
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"localhost.:{port}",
+                 f"127.0.0.2:{port}", f"[::1]:{port}" + "x", f"127.0.0.1:{port + 1}"):
+        status, headers, body = ask(served, f"/?token={TOKEN}", Host=host)
+        assert status == 403 and body.startswith(b"Forbidden"), host
+        assert "set-cookie" not in headers and b"vault history" not in body
+    status, _, _ = ask(served, f"/?token={TOKEN}")                              # no Host at all
+    assert status == 403
+    for origin in ("http://evil.example", f"http://evil.example:{port}", "null", f"https://127.0.0.1:{port}",
+                   f"http://127.0.0.1:{port + 1}"):
+        status, headers, body = ask(served, f"/?token={TOKEN}", Host=f"127.0.0.1:{port}", Origin=origin)
+        assert status == 403 and body.startswith(b"Forbidden"), origin
+        assert "set-cookie" not in headers
+
+
+def test_serve_answers_the_token_then_the_cookie_it_set(served: PageServer) -> None:
+    port = served.port
+    assert served.url == f"http://127.0.0.1:{port}/?token={TOKEN}"
+    page = (served.page).read_bytes()
+    for host, origin in ((f"127.0.0.1:{port}", None), (f"localhost:{port}", None), (f"LOCALHOST:{port}", None),
+                         (f"127.0.0.1:{port}", f"http://127.0.0.1:{port}"),
+                         (f"localhost:{port}", f"http://localhost:{port}")):
+        extra = {"Origin": origin} if origin else {}
+        status, headers, body = ask(served, f"/?token={TOKEN}", Host=host, **extra)
+        assert status == 200 and body == page, (host, origin)
+    status, headers, _ = ask(served, f"/?token={TOKEN}", Host=f"127.0.0.1:{port}")
+    cookie = headers["set-cookie"]
+    parts = [p.strip() for p in cookie.split(";")]
+    assert parts[0] == f"gitmem_view_{port}={TOKEN}"
+    assert {"Path=/", "HttpOnly", "SameSite=Strict"} <= set(parts)
+    # The browser's later requests carry the cookie instead of the token, among other cookies.
+    status, headers, body = ask(served, "/", Host=f"127.0.0.1:{port}",
+                                Cookie=f"other=1; {parts[0]}; theme=dark")
+    assert status == 200 and body == page and "set-cookie" not in headers
+    status, _, body = ask(served, "/index.html", Host=f"localhost:{port}", Cookie=parts[0])
+    assert status == 200 and body == page
+    status, _, body = ask(served, "/.git/config", Host=f"127.0.0.1:{port}", Cookie=parts[0])
+    assert status == 404 and body.startswith(b"Only the page")
+    # A HEAD answers the same, without a body.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("HEAD", "/", headers={"Cookie": parts[0]})
+    answer = conn.getresponse()
+    assert answer.status == 200 and answer.read() == b""
+    conn.close()
+
+
+@needs_chromium
+def test_served_page_in_chromium_keeps_working_after_the_token_leaves_the_address(
+        tmp_path: Path, clock: FakeClock, browser: Any) -> None:
+    with Vault.init(tmp_path / "v", author="planner-agent", clock=clock) as vault:
+        vault.add("Prefers dark mode", "Use dark themes.\n", tags=["ui"])
+        page = tmp_path / "view.html"
+        vault.write_view(page)
+    server = PageServer(page, "127.0.0.1", 0, TOKEN)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        browser.get(server.address)                          # no token yet: refused
+        assert "A valid token is needed" in browser.page_source
+        browser.get(server.url)                              # the printed address
+        assert wait_for(browser, "#timeline .commit")
+        browser.get(server.address)                          # a reload of / without the token: the cookie
+        assert wait_for(browser, "#timeline .commit")
+        cookies = {c["name"]: c for c in browser.get_cookies()}
+        assert cookies[server.cookie]["httpOnly"] and cookies[server.cookie]["sameSite"] == "Strict"
+        assert browser.execute_script("return document.cookie") == ""   # no script can read it
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def test_cli_serve_on_a_taken_port_is_a_conflict(tmp_path: Path) -> None:

@@ -32,15 +32,20 @@ current with outside edits while the server runs (``gitmem mcp --follow``).
 from __future__ import annotations
 
 import errno
-import hmac
-import ipaddress
 import os
-import re
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, GitmemError, InvalidInput
+from ..localhttp import (
+    allowed_hosts_and_origins,
+    authority,
+    clean_token,
+    is_loopback_host,
+    normalize_host,
+    token_matches,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..outside.follow import Follower
@@ -142,78 +147,9 @@ def serve_stdio(toolbox: Toolbox, follower: Follower | None = None) -> None:
             follower.stop()
 
 
-# The three spellings everyone reads as "this machine only".  Other 127.x
-# addresses are loopback on Linux too, but they are routinely handed to
-# containers, VPN agents and port forwards, so like any address they need a token.
-_LOOPBACK_NAMES = ("127.0.0.1", "::1", "localhost")
-_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})")
-
-
-def normalize_host(host: str) -> str:
-    """``host`` as gitmem binds and names it: IP literals in canonical form
-    (``[::1]`` and ``0:0::1`` become ``::1``), ``localhost`` in lower case."""
-    bare = host.strip()
-    if bare.startswith("[") and bare.endswith("]"):
-        bare = bare[1:-1]
-    try:
-        return str(ipaddress.ip_address(bare))
-    except ValueError:
-        return "localhost" if bare.lower() == "localhost" else bare
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def is_loopback_host(host: str) -> bool:
-    """True only for 127.0.0.1, ::1 and ``localhost``: the binds served without a token."""
-    return normalize_host(host) in _LOOPBACK_NAMES
-
-
-def _authority(host: str, port: int | None = None) -> str:
-    """``host[:port]`` as it appears in a Host header or URL (IPv6 in brackets)."""
-    name = f"[{host}]" if ":" in host else host
-    return name if port is None else f"{name}:{port}"
-
-
 def http_url(host: str, port: int) -> str:
     """The URL clients use for a server bound to ``host``:``port`` (``http://[::1]:8765/mcp``)."""
-    return f"http://{_authority(normalize_host(host), port)}/mcp"
-
-
-def allowed_hosts_and_origins(host: str, port: int,
-                              extra_hosts: tuple[str, ...] | list[str] = ()) -> tuple[list[str], list[str]]:
-    """The Host and Origin header values a server bound to ``host``:``port`` accepts.
-
-    The bind host (with and without the port), the loopback spellings only
-    when binding a loopback name, and ``extra_hosts`` (names clients reach a
-    wildcard or LAN bind by).  Anything else is what a DNS-rebinding page
-    would send (``Host: evil.example``), so the SDK refuses it.
-    """
-    names = [normalize_host(host)]
-    if names[0] in _LOOPBACK_NAMES:
-        names += [n for n in _LOOPBACK_NAMES if n not in names]
-    for extra in extra_hosts:
-        name = normalize_host(extra)
-        # A bare name or address only: "box.lan:8765", "http://box.lan" or the SDK's "box.lan:*"
-        # wildcard would silently allow nothing, or too much.
-        if not (_is_ip(name) or _HOST_NAME.fullmatch(name)):
-            raise InvalidInput(f"not a host name: {extra!r}",
-                               hint="Give --allow-host a bare name or address such as box.lan or 192.168.1.5.")
-        if name not in names:
-            names.append(name)
-    hosts: list[str] = []
-    origins: list[str] = []
-    for name in names:
-        hosts += [_authority(name, port), _authority(name)]
-        origins.append(f"http://{_authority(name, port)}")
-        if port == 80:  # browsers leave the default port out of an Origin
-            origins.append(f"http://{_authority(name)}")
-    return hosts, origins
+    return f"http://{authority(normalize_host(host), port)}/mcp"
 
 
 def check_exposure(host: str, token: str | None) -> None:
@@ -225,12 +161,6 @@ def check_exposure(host: str, token: str | None) -> None:
     if not is_loopback_host(host) and not token:
         raise InvalidInput(f"refusing to serve on {host} without a bearer token",
                            hint="Pass --token (or set GITMEM_MCP_TOKEN), or bind 127.0.0.1, ::1 or localhost.")
-
-
-def _clean_token(token: str | None) -> str | None:
-    # An empty GITMEM_MCP_TOKEN (or one of spaces) must count as "no token", not as a token
-    # that an empty Authorization header would match.
-    return (token or "").strip() or None
 
 
 class _BearerAuth:
@@ -246,7 +176,7 @@ class _BearerAuth:
     def _authorized(self, scope: dict[str, Any]) -> bool:
         given = dict(scope.get("headers") or []).get(b"authorization", b"")
         scheme, _, credentials = given.strip().partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
+        return scheme.lower() == b"bearer" and token_matches(credentials.strip(), self.token)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and not self._authorized(scope):
@@ -273,7 +203,7 @@ def http_app(toolbox: Toolbox, *, host: str = "127.0.0.1", port: int = 8765, tok
     ``Authorization: Bearer <token>`` (401 otherwise).  Refuses a non-loopback
     ``host`` without a token.
     """
-    token = _clean_token(token)
+    token = clean_token(token)
     check_exposure(host, token)
     require_sdk()
     from mcp.server.transport_security import TransportSecuritySettings
@@ -298,7 +228,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        where = _authority(host, port)
+        where = authority(host, port)
         if exc.errno == errno.EADDRINUSE:
             raise Conflict(f"cannot serve on {where}: the port is already in use", code="port_in_use",
                            hint="Stop the other server or pick another port with --port.") from None
@@ -321,7 +251,7 @@ def serve_http(toolbox: Toolbox, *, host: str = "127.0.0.1", port: int = 8765, t
     line and exit status; calls ``on_ready(url)`` once the socket listens
     (that is when a "serving on" banner is true).
     """
-    token = _clean_token(token or os.environ.get("GITMEM_MCP_TOKEN"))
+    token = clean_token(token or os.environ.get("GITMEM_MCP_TOKEN"))
     host = normalize_host(host)
     check_exposure(host, token)
     allowed_hosts_and_origins(host, port, allowed_hosts)  # refuses a malformed --allow-host before binding

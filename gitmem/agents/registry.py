@@ -259,7 +259,8 @@ class Toolbox:
 
     ``vault`` is an open :class:`~gitmem.vault.Vault` or a path (opened here
     and closed by :meth:`close`).  ``agent`` (``"name"`` or ``"Name
-    <email>"``) is the commit author of every write made through this toolbox.
+    <email>"``) is the commit author of every write made through this toolbox
+    (refused with ``SecretDetected`` if it looks like it holds a secret).
     Safe to share between threads (the Vault serialises writes).
     """
 
@@ -274,7 +275,15 @@ class Toolbox:
         self.profile = profile
         # Whatever the vault's default, what comes through agent tools is an agent's
         # (memory/provenance.py): the tools' arguments can never say otherwise.
-        who = Identity.parse(agent) if agent else self.vault.author
+        named = Identity.parse(agent) if agent else None
+        if named is not None:
+            try:  # an agent name holding a secret is refused here, before any tool runs
+                self.vault.services.store.check_author(named)
+            except BaseException:
+                if self._owned:
+                    self.vault.close()
+                raise
+        who = named or self.vault.author
         author = replace(who, origin=make_origin(AGENT, who.name))
         self.context = ToolContext(self.vault, author, profile)
         self._sessions: dict[Any, ToolContext] = {}

@@ -22,16 +22,34 @@ __all__ = ["import_command", "export"]
 FORMAT_NAMES = ("markdown", "mcp-memory", "agent-rules", "chatgpt", "claude")
 
 
+def _size_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from ..errors import InvalidInput
+    from ..exchange.import_sources import parse_size
+    try:
+        return parse_size(value)
+    except InvalidInput as exc:
+        raise click.BadParameter(f"{exc.message}; write a number of bytes, or one with K, M or G: 300M, 2G") \
+            from None
+
+
 @click.command(name="import")
 @click.argument("fmt", metavar="FORMAT", type=click.Choice(FORMAT_NAMES))
 @click.argument("source", type=click.Path())
 @click.option("--dry-run", is_flag=True, help="Only list what would be created, updated or skipped.")
 @click.option("--tier", help="Tier for new memories (default: long_term; mid_term for conversations).")
 @click.option("--force", is_flag=True, help="Let changed sources update protected memories (rules ...).")
+@click.option("--max-bytes", "max_bytes", metavar="SIZE", callback=_size_option,
+              help="Read at most this much source text, uncompressed (all files, or the member of a .zip): "
+                   "a number of bytes or 300M, 2G ... (default: 256M).")
+@click.option("--max-objects", "max_objects", metavar="N", type=click.IntRange(min=1),
+              help="Parse at most N JSON objects and records (conversations, message nodes, messages, lines, "
+                   "notes; default: 1000000).")
 @json_option
 @click.pass_context
 def import_command(ctx: click.Context, fmt: str, source: str, dry_run: bool, tier: str | None, force: bool,
-                   as_json: bool) -> None:
+                   max_bytes: int | None, max_objects: int | None, as_json: bool) -> None:
     """Import memories from another tool in ONE commit; re-running it creates nothing new.
 
     \b
@@ -47,6 +65,9 @@ def import_command(ctx: click.Context, fmt: str, source: str, dry_run: bool, tie
     an unchanged one skipped. An item the write checks refuse (a secret, under
     the vault's `secrets: refuse`) is skipped and listed; the rest is imported.
 
+    A source larger than --max-bytes or --max-objects is refused before anything
+    is written (code import_too_large); raise them for a source you trust.
+
     \b
     Example:
       gitmem import chatgpt ~/Downloads/chatgpt-export.zip --dry-run
@@ -58,9 +79,11 @@ def import_command(ctx: click.Context, fmt: str, source: str, dry_run: bool, tie
             def progress(done: int, total: int) -> None:
                 bar.length = total
                 bar.update(done - bar.pos)
-            report = vault.import_from(fmt, source, dry_run=dry_run, tier=tier, force=force, progress=progress)
+            report = vault.import_from(fmt, source, dry_run=dry_run, tier=tier, force=force, progress=progress,
+                                       max_bytes=max_bytes, max_objects=max_objects)
     else:
-        report = vault.import_from(fmt, source, dry_run=dry_run, tier=tier, force=force)
+        report = vault.import_from(fmt, source, dry_run=dry_run, tier=tier, force=force, max_bytes=max_bytes,
+                                   max_objects=max_objects)
     emit(report.to_dict(), as_json, lambda: _import_text(report))
 
 

@@ -12,9 +12,15 @@ placing, linking, comparing and committing is :mod:`gitmem.exchange.importing`'s
 work.
 
 Bad input is refused with an :class:`~gitmem.errors.InvalidInput` whose code is
-``invalid_import`` (truncated or invalid JSON, a file that is not text) or
+``invalid_import`` (truncated or invalid JSON, a file that is not text),
 ``wrong_import_format`` (valid data of another kind, with a hint naming the
-format it looks like), and a missing file with :class:`~gitmem.errors.NotFound`.
+format it looks like) or ``import_too_large`` (over one of the import's limits),
+and a missing file with :class:`~gitmem.errors.NotFound`.
+
+What a reader reads and holds is bounded: every file it reads, it reads through
+:mod:`gitmem.exchange.import_sources` (:class:`ImportLimits`, at most
+``max_bytes`` of text and ``max_objects`` JSON objects and records).  A source
+over a limit is refused before anything is written.
 
 The folder walk of ``gitmem init --from`` lives here too (:func:`markdown_notes`,
 :func:`notes_to_copy`), so both ways of bringing Markdown notes in read the same files.
@@ -36,13 +42,21 @@ from .. import safefs
 from ..config import CONFIG_NAME
 from ..errors import GitmemError, InvalidInput, NotFound
 from ..memory.paths import MEMORY_MD, check_relpath, is_hidden_part, slugify
+from .import_sources import (
+    INVALID_IMPORT,
+    ImportLimits,
+    ReadBudget,
+    bad_import,
+    load_json,
+    read_bounded,
+    read_member,
+    text_of,
+)
 
 __all__ = ["ImportItem", "FormatSpec", "FORMATS", "markdown_notes", "notes_to_copy", "in_folder", "split_sections",
            "in_code", "guess_format", "INVALID_IMPORT", "WRONG_FORMAT", "MAX_MESSAGE_CHARS", "MAX_EXTRACT_CHARS",
            "VAULT_SKIPPED"]
 
-#: Error code of an import source that cannot be read (truncated JSON, not text ...).
-INVALID_IMPORT = "invalid_import"
 #: Error code of an import source holding another kind of data than the format named.
 WRONG_FORMAT = "wrong_import_format"
 #: A conversation's memory holds at most this much of one message ...
@@ -115,7 +129,7 @@ class FormatSpec:
     whether its ``[[links]]`` are resolved between the items of one import."""
 
     name: str
-    read: Callable[[Path, Sequence[str]], list[ImportItem]]
+    read: Callable[[Path, Sequence[str], ImportLimits], list[ImportItem]]
     default_tier: str
     description: str
     links: bool = False
@@ -144,10 +158,6 @@ def in_folder(items: list[ImportItem], source: Path) -> list[ImportItem]:
 
 
 # ------------------------------------------------------------------ helpers
-def _bad(message: str, hint: str | None = None) -> InvalidInput:
-    return InvalidInput(message, code=INVALID_IMPORT, hint=hint)
-
-
 def _wrong(message: str, data: Any = None) -> InvalidInput:
     guess = guess_format(data) if data is not None else None
     hint = (f"It looks like a {guess} source: gitmem import {guess} SOURCE." if guess
@@ -169,47 +179,6 @@ def guess_format(data: Any) -> str | None:
     if first.get("type") in ("entity", "relation") or {"entityType", "relationType"} & set(first):
         return "mcp-memory"
     return None
-
-
-def _text_of(data: bytes, where: str) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _bad(f"{where} is not UTF-8 text (byte {exc.start})") from None
-
-
-def _read_member(path: Path, member: str) -> tuple[bytes, str]:
-    """The bytes of ``path`` (a file), of ``member`` in the folder ``path``, or of
-    ``member`` inside the ``.zip`` export ``path``; and a name for messages."""
-    if path.is_dir():
-        target = path / member
-        if not target.is_file():
-            raise NotFound(f"no {member} in {path}", hint=f"Point at the {member} file or the unpacked export.")
-        return target.read_bytes(), str(target)
-    if not path.is_file():
-        raise NotFound(f"import source {path} does not exist")
-    if path.suffix.lower() == ".zip":
-        import zipfile  # (loads bz2 and lzma: only for an export archive)
-        try:
-            with zipfile.ZipFile(path) as archive:
-                names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == member]
-                if not names:
-                    raise NotFound(f"no {member} in the archive {path}")
-                return archive.read(min(names, key=len)), f"{path}:{min(names, key=len)}"
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError) as exc:
-            raise _bad(f"{path} is not a readable .zip archive ({exc})") from None
-    return path.read_bytes(), str(path)
-
-
-def _load_json(path: Path, member: str) -> Any:
-    data, where = _read_member(path, member)
-    try:
-        return json.loads(_text_of(data, where))
-    except json.JSONDecodeError as exc:
-        raise _bad(f"{where} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                   hint="The file may be truncated; export it again.") from None
-    except RecursionError:
-        raise _bad(f"{where} is nested too deeply to read") from None
 
 
 def _iso(value: Any) -> str | None:
@@ -316,7 +285,7 @@ _SET_BY_IMPORT = ("id", "title", "type", "tier", "tags", "created", "updated", "
                   "summary", "entities", "related")
 
 
-def _read_markdown(source: Path, tiers: Sequence[str]) -> list[ImportItem]:
+def _read_markdown(source: Path, tiers: Sequence[str], limits: ImportLimits) -> list[ImportItem]:
     from ..memory.markdown import decode, parse_text
     from ..memory.schema import MEMORY_TYPES, derive, sanitize_metadata
     if not source.is_dir():
@@ -325,13 +294,15 @@ def _read_markdown(source: Path, tiers: Sequence[str]) -> list[ImportItem]:
     left_out: list[tuple[str, str]] = []
     # A note's path in the source only names it (key, title, folder tags): the memory gets
     # a file name of its own, so names a vault could not hold (aux.md ...) import as well.
+    budget = ReadBudget(limits)
     for src_rel, vault_rel in markdown_notes(source, tiers, tiers[0], skipped=left_out):
         key = f"markdown:{src_rel}"
+        budget.count(1, str(source))
+        data = read_bounded(source, src_rel, budget)  # over the import's limits: the whole import is refused
+        if data is None:
+            items.append(ImportItem(key, src_rel, skip="gone, or not a regular file, when it was read"))
+            continue
         try:
-            data = safefs.read_or_none(source, src_rel)
-            if data is None:
-                items.append(ImportItem(key, src_rel, skip="gone, or not a regular file, when it was read"))
-                continue
             text = decode(data)
         except GitmemError as exc:
             items.append(ImportItem(key, src_rel, skip=f"not readable: {exc.message}"))
@@ -379,9 +350,12 @@ def _relation(kind: str) -> str:
     return "refines"  # what gitmem reads an untyped related entry as
 
 
-def _read_mcp_memory(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
-    data, where = _read_member(source, "memory.jsonl") if source.is_dir() else _read_member(source, "")
-    text = _text_of(data, where)
+def _read_mcp_memory(source: Path, _tiers: Sequence[str], limits: ImportLimits) -> list[ImportItem]:
+    budget = ReadBudget(limits)
+    data, where = read_member(source, "memory.jsonl" if source.is_dir() else "", budget)
+    text = text_of(data, where)
+    del data
+    hook = budget.object_hook(where)
     entities: dict[str, dict[str, Any]] = {}
     relations: list[tuple[str, str, str]] = []
     records: list[Any] = []
@@ -389,7 +363,9 @@ def _read_mcp_memory(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_hook=hook)
+        except RecursionError:
+            raise bad_import(f"{where} line {number} is nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             if number == 1 and line.lstrip().startswith(("[", "{")) and not records:
                 try:
@@ -399,7 +375,7 @@ def _read_mcp_memory(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
                 if whole is not None:
                     raise _wrong(f"{where} is one JSON document, not the memory server's JSON lines",
                                  whole) from None
-            raise _bad(f"{where} line {number} is not valid JSON ({exc.msg}, column {exc.colno})",
+            raise bad_import(f"{where} line {number} is not valid JSON ({exc.msg}, column {exc.colno})",
                        hint="The file may be truncated; each line must be one JSON object.") from None
         records.append(record)
         if not isinstance(record, dict):
@@ -408,10 +384,10 @@ def _read_mcp_memory(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
         if kind == "entity":
             name = record.get("name")
             if not isinstance(name, str) or not name.strip():
-                raise _bad(f"{where} line {number}: an entity needs a non-empty 'name'")
+                raise bad_import(f"{where} line {number}: an entity needs a non-empty 'name'")
             observations = record.get("observations") or []
             if not isinstance(observations, list):
-                raise _bad(f"{where} line {number}: 'observations' must be a list of text")
+                raise bad_import(f"{where} line {number}: 'observations' must be a list of text")
             entry = entities.setdefault(name.strip(), {"types": [], "observations": []})
             if isinstance(record.get("entityType"), str) and record["entityType"].strip():
                 entry["types"].append(record["entityType"].strip())
@@ -420,7 +396,7 @@ def _read_mcp_memory(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
             ends = [record.get(k) for k in ("from", "to", "relationType")]
             names = [v.strip() for v in ends if isinstance(v, str)]
             if len(names) < len(ends) or not all(names):
-                raise _bad(f"{where} line {number}: a relation needs 'from', 'to' and 'relationType'")
+                raise bad_import(f"{where} line {number}: a relation needs 'from', 'to' and 'relationType'")
             relations.append((names[0], names[1], names[2]))
     if not entities:
         raise _wrong(f"{where} holds no entities of the MCP memory server's knowledge graph", records)
@@ -591,7 +567,7 @@ def _agent_files(source: Path) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _read_agent_rules(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
+def _read_agent_rules(source: Path, _tiers: Sequence[str], limits: ImportLimits) -> list[ImportItem]:
     if source.is_file():
         root, files = source.parent, [source.name]
     elif source.is_dir():
@@ -605,13 +581,15 @@ def _read_agent_rules(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
     topic_folders = {rel.rsplit("/", 1)[0] if "/" in rel else "" for rel in files
                      if rel.rsplit("/", 1)[-1] == "MEMORY.md"}
     items: list[ImportItem] = []
+    budget = ReadBudget(limits)
+    budget.count(len(files), str(source))
     for rel in files:
-        data = safefs.read_or_none(root, rel)
+        data = read_bounded(root, rel, budget)
         if data is None:
             continue
-        text = _text_of(data, str(root / rel))
+        text = text_of(data, str(root / rel))
         if "\x00" in text:
-            raise _bad(f"{root / rel} is not a text file")
+            raise bad_import(f"{root / rel} is not a text file")
         folder, name = (rel.rsplit("/", 1) if "/" in rel else ("", rel))
         tool = _tool_of(rel)
         if name == "MEMORY.md":
@@ -673,7 +651,7 @@ def _conversation_list(data: Any, where: str, fmt: str, marker: str) -> list[dic
         raise _wrong(f"{where} does not look like a {fmt} export (no conversation has '{marker}')", data)
     for number, conv in enumerate(data, 1):
         if not isinstance(conv, dict):
-            raise _bad(f"{where}: conversation {number} is not a JSON object")
+            raise bad_import(f"{where}: conversation {number} is not a JSON object")
     return data
 
 
@@ -736,8 +714,8 @@ def _chatgpt_messages(conv: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _read_chatgpt(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
-    data = _load_json(source, "conversations.json")
+def _read_chatgpt(source: Path, _tiers: Sequence[str], limits: ImportLimits) -> list[ImportItem]:
+    data = load_json(source, "conversations.json", ReadBudget(limits))
     where = str(source)
     items = []
     for conv in _conversation_list(data, where, "ChatGPT", "mapping"):
@@ -760,8 +738,8 @@ def _claude_text(message: dict[str, Any]) -> str:
                      if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
 
 
-def _read_claude(source: Path, _tiers: Sequence[str]) -> list[ImportItem]:
-    data = _load_json(source, "conversations.json")
+def _read_claude(source: Path, _tiers: Sequence[str], limits: ImportLimits) -> list[ImportItem]:
+    data = load_json(source, "conversations.json", ReadBudget(limits))
     where = str(source)
     items = []
     for conv in _conversation_list(data, where, "Claude", "chat_messages"):

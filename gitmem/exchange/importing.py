@@ -38,6 +38,7 @@ from ..memory.provenance import IMPORT, lowest, make_origin
 from ..memory.schema import clean_metadata, new_id, ordered
 from ..store.git import FileChange
 from .import_formats import FORMATS, ImportItem, in_code, in_folder
+from .import_sources import MAX_IMPORT_BYTES, MAX_IMPORT_OBJECTS, ImportLimits
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Identity
@@ -127,33 +128,38 @@ def convert_links(body: str, stems: Mapping[str, str]) -> str:
 
 def run_import(services: Services, format: str, source: str | os.PathLike[str], *, dry_run: bool = False,
                tier: str | None = None, author: str | Identity | None = None, force: bool = False,
-               progress: Callable[[int, int], None] | None = None) -> ImportReport:
+               progress: Callable[[int, int], None] | None = None, max_bytes: int | None = None,
+               max_objects: int | None = None) -> ImportReport:
     """Import ``source`` in format ``format`` into ``vault`` (see the module doc).
 
     ``tier`` places new memories (default: the format's, see
     :data:`~gitmem.exchange.import_formats.FORMATS`); ``force`` lets changed sources
     update protected memories (rules ...); ``progress(done, total)`` is called
     as items are prepared.  Raises before anything is written when the source
-    is missing or unreadable; an item the write checks refuse (a secret under
-    ``secrets: refuse``, too large ...) is skipped and reported.
+    is missing or unreadable, or goes over the import's limits: ``max_bytes`` of
+    source text (default 256 MiB) and ``max_objects`` JSON objects and records
+    (default 1,000,000; see :mod:`gitmem.exchange.import_sources`);
+    an item the write checks refuse (a secret under ``secrets: refuse``, too
+    large ...) is skipped and reported.
     """
-    from ..config import Identity
     spec = FORMATS.get(format)
     if spec is None:
         raise InvalidInput(f"unknown import format {format!r}", hint=f"Formats: {', '.join(FORMATS)}.")
+    limits = ImportLimits(MAX_IMPORT_BYTES if max_bytes is None else max_bytes,
+                          MAX_IMPORT_OBJECTS if max_objects is None else max_objects)
     tiers = tuple(services.store.config.tiers)
     if tier is not None and tier not in tiers:
         raise InvalidMetadata(f"unknown tier {tier!r}", hint=f"Use one of: {', '.join(tiers)}")
+    who = services.store.author_of(author)  # an author holding a secret: refused before reading
     path = Path(os.path.abspath(Path(source).expanduser()))
     if not path.exists():
         raise NotFound(f"import source {path} does not exist")
     root = services.store.root
     if any(form == root or root in form.parents for form in (path, Path(os.path.realpath(path)))):
         raise InvalidInput(f"{path} is inside the vault; import from a folder or file outside it")
-    items = spec.read(path, tiers)
+    items = spec.read(path, tiers, limits)
     if spec.folder_keys:
         items = in_folder(items, path)
-    who = author if isinstance(author, Identity) else Identity.parse(author) if author else services.store.author
     report = ImportReport(format, str(path), dry_run)
     default_tier = tier or (spec.default_tier if spec.default_tier in tiers else tiers[0])
     with services.store.lock.hold():

@@ -21,6 +21,13 @@ value looks random (long, high entropy, mixed character classes, not a
 placeholder such as ``<your-key>`` or ``os.environ[...]``).  Ordinary prose
 that merely talks about passwords or tokens is not flagged.
 
+The commit author (name and email) is screened too (:func:`screen_identity`), wherever
+it comes from: an ``author`` argument, ``--author``, ``GITMEM_AUTHOR``, an agent's
+name, ``author:`` / ``user:`` in ``.gitmem.yaml``, a person's git identity.  An
+author cannot be redacted (``[REDACTED]`` as a commit author would hide who wrote),
+so under ``refuse`` and ``redact`` alike a secret there refuses the write; ``allow``
+lets it through, as it does content.
+
 Every commit also passes the vault's write checks (:mod:`gitmem.write.checks`), which
 scan the whole file text and the path with :func:`scan_text`, whichever front
 door made it.  A file a person saves outside gitmem (Obsidian, vim) with a
@@ -39,7 +46,7 @@ from typing import Any
 
 from ..errors import InvalidMetadata, SecretDetected
 
-__all__ = ["Finding", "POLICIES", "policy_of", "scan_text", "redact_text", "screen"]
+__all__ = ["Finding", "POLICIES", "policy_of", "scan_text", "redact_text", "screen", "screen_identity"]
 
 POLICIES = ("refuse", "redact", "allow")
 
@@ -230,3 +237,30 @@ def screen(meta: Mapping[str, Any], body: str, policy: str) -> tuple[dict[str, A
         f"refusing to write a memory that looks like it contains a secret ({', '.join(kinds)} in "
         f"{', '.join(places)}); git history keeps everything it is given",
         findings=[f.to_dict() for f in found])
+
+
+_IDENTITY_HINT = ("Name the author without it (--author, author=, the agent's name, GITMEM_AUTHOR, or author: / "
+                  "user: in .gitmem.yaml). A commit author cannot be redacted; only 'secrets: allow' in "
+                  ".gitmem.yaml lets it through.")
+
+
+def screen_identity(name: str, email: str, policy: str) -> None:
+    """Refuse a commit author whose ``name`` or ``email`` looks like it holds a secret.
+
+    Raises :class:`SecretDetected` under ``refuse`` and ``redact`` (an author cannot be
+    redacted); ``allow`` lets everything through.  The message shows the identity with
+    each secret replaced by ``[REDACTED:<kind>]``, never the secret."""
+    if policy == "allow":
+        return
+    in_name, in_email = scan_text(name, "author name"), scan_text(email, "author email")
+    if not in_name and not in_email:
+        return
+    found = in_name + in_email
+    shown = f"{redact_text(name, in_name)} <{redact_text(email, in_email)}>"
+    parts = [part for part, hits in (("name", in_name), ("email", in_email)) if hits]
+    looks = "look like they contain" if len(parts) > 1 else "looks like it contains"
+    kinds = sorted({f.kind for f in found})
+    raise SecretDetected(
+        f"refusing to commit as {shown}: the author's {' and '.join(parts)} {looks} a secret "
+        f"({', '.join(kinds)}); git keeps every commit's author for good",
+        hint=_IDENTITY_HINT, findings=[f.to_dict() for f in found])

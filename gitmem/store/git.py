@@ -83,6 +83,9 @@ class ChangeChecks(Protocol):
                  parent: bytes | None, generated: Collection[str] = ()) -> dict[str, Any]:
         """The changes that would be refused (path -> the error), without raising."""
 
+    def identity(self, author: Identity, committer: Identity | None) -> None:
+        """Raise if a commit may not carry this author or committer."""
+
 
 BRANCH = Ref(b"refs/heads/main")
 # A write of this many files or more syncs the working tree once, after all of them.
@@ -400,6 +403,7 @@ class GitStore:
             self._check_unchanged(expected)
         parent = self.head()
         if self.checks is not None:
+            self.checks.identity(author, committer)
             changes = self.checks.prepare(changes, generated)
         self._check(changes, origin, parent, generated)
         store = repo.object_store

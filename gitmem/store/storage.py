@@ -19,6 +19,7 @@ from ..config import CONFIG_NAME, DEFAULT_USER, Identity, VaultConfig
 from ..memory.paths import is_memory_path
 from ..memory.provenance import PERSON
 from ..memory.schema import iso_now
+from ..memory.secrets import policy_of, screen_identity
 from .catalog import Catalog
 from .git import GitStore
 from .locking import VaultLock
@@ -53,10 +54,17 @@ class Storage:
         return iso_now(self.clock())
 
     def author_of(self, author: str | Identity | None) -> Identity:
-        """The identity a write is committed as: ``author``, else the vault's default."""
-        if author is None:
-            return self.author
-        return author if isinstance(author, Identity) else Identity.parse(author)
+        """The identity a write is committed as: ``author``, else the vault's default;
+        refused (:class:`~gitmem.errors.SecretDetected`) when it holds a secret
+        (:meth:`check_author`)."""
+        who = self.author if author is None else author if isinstance(author, Identity) else Identity.parse(author)
+        self.check_author(who)
+        return who
+
+    def check_author(self, who: Identity) -> None:
+        """Refuse ``who`` as a commit author if its name or email looks like it holds a
+        secret, under the vault's ``secrets:`` policy (only ``allow`` lets it through)."""
+        screen_identity(who.name, who.email, policy_of(self.config))
 
     def origin_of(self, who: Identity) -> str:
         """The origin of what ``who`` writes: the one its front door set, else the vault's."""

@@ -6,7 +6,10 @@ branch: so every write (the Python API, every agent tool profile, plain-file
 writes, the watcher's commit of outside edits, sync, compress, merge, reflect,
 MEMORY.md) passes the same sequence, and a new front door cannot skip it.
 
-In order, for each file the write sets or removes:
+First, once per commit, the **author** and committer are screened for secrets
+(:func:`~gitmem.memory.secrets.screen_identity`): refused under ``refuse`` and
+``redact`` (an author cannot be redacted), let through under ``allow``.  Then, in
+order, for each file the write sets or removes:
 
 1. **Path gate** (:mod:`gitmem.safefs`): no ``.``/``..``/``.git``/empty part, no
    ``/`` ``\\`` NUL inside a part, parts of at most 255 bytes of valid UTF-8, and
@@ -37,11 +40,11 @@ from typing import TYPE_CHECKING
 
 from .. import safefs
 from ..errors import Conflict, ContentTooLarge, GitmemError, InvalidContent, SecretDetected, UnsafePath
-from ..memory.secrets import policy_of, redact_text, scan_text
+from ..memory.secrets import policy_of, redact_text, scan_text, screen_identity
 from ..store.git import FileChange, GitStore, Origin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import VaultConfig
+    from ..config import Identity, VaultConfig
 
 __all__ = ["WriteChecks", "Origin", "ORIGINS"]
 
@@ -86,6 +89,14 @@ class WriteChecks:
                     change = FileChange(change.path, scrubbed.encode("utf-8"))
             out.append(change)
         return out
+
+    def identity(self, author: Identity, committer: Identity | None) -> None:
+        """Raise :class:`SecretDetected` if the author or committer holds a secret (the
+        ``secrets:`` policy: only ``allow`` lets it through)."""
+        policy = policy_of(self.config())
+        for who in (author, committer):
+            if who is not None:
+                screen_identity(who.name, who.email, policy)
 
     def __call__(self, store: GitStore, changes: Sequence[FileChange], origin: Origin,
                  parent: bytes | None, generated: Collection[str] = ()) -> None:

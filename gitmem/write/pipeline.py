@@ -167,8 +167,10 @@ class WritePipeline:
         ``Memory-Id`` trailers and the history table; an empty id stands for the memory
         written at that path.  ``origin`` says who made the content (see
         :mod:`gitmem.write.checks`): the write checks run on every change before any
-        git object is stored."""
+        git object is stored; the author is screened for secrets first, before a
+        person's pending edit is committed on the way."""
         who = author or self.store.author
+        self.store.check_author(who)
         if forced:
             subject += " (forced)"
 
