@@ -434,3 +434,34 @@ def test_a_purged_version_that_reaches_the_store_again_is_pruned_by_the_next_syn
     assert_forgotten(b.root, blobs)
     a.close()
     b.close()
+
+
+@pytest.mark.slow
+def test_a_purge_during_a_push_never_leaves_a_tracking_ref_on_a_pruned_commit(
+        tmp_path: Path, remote: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync pushes without the vault lock; a purge run meanwhile (another process) rewrites
+    the commit being pushed.  The sync must not then record the old commit as the remote's
+    tip: its objects are pruned, and ``git fsck`` would report the ref."""
+    a, canary = _shared_canary(tmp_path, remote, clock)
+    a.add("Later", "Written after the last sync.")
+    blobs = _canary_blobs(a.root)
+    real_push = Syncer._push
+    purged: list[bool] = []
+
+    def push_then_purge(self: Syncer, *args: object) -> None:
+        real_push(self, *args)  # type: ignore[arg-type]
+        if not purged:   # between the push and its bookkeeping: the person purges
+            done = _gitmem(a.root, "purge", canary.id, "--yes")
+            assert done.returncode == 0, done.stderr
+            purged.append(True)
+
+    monkeypatch.setattr(Syncer, "_push", push_then_purge)
+    report = a.sync()
+    assert purged and report.pushed and report.retries >= 1
+    tracked = git(a.root, "rev-parse", "refs/remotes/origin/main").strip()
+    assert git(a.root, "cat-file", "-t", tracked).strip() == "commit"
+    assert tracked == a.head == git(remote, "rev-parse", "main").strip()
+    assert git(a.root, "fsck", "--full", "--no-progress").strip() == ""
+    assert_forgotten(a.root, blobs)
+    assert_forgotten(remote, blobs, bare=True)
+    a.close()

@@ -350,6 +350,12 @@ class Syncer:
                 continue
             report.pushed = True
             with self.store.lock.hold():
+                if purge_stamp(self.store.state_dir) != stamp:
+                    # A purge rewrote this clone's history while the push ran (no lock held):
+                    # the commit just pushed is gone here and must not be tracked.  The next
+                    # round fetches it back and replaces it on the remote with its rewritten form.
+                    report.retries += 1
+                    continue
                 self._track(remote, branch, head)
             if report.action == "up_to_date":
                 report.action = "pushed"
