@@ -640,7 +640,7 @@ class Vault:
 
     def accept_config(self, keys: builtins.list[str] | None = None) -> dict[str, dict[str, Any]]:
         """Let the ``.gitmem.yaml`` values a sync held back take effect (``keys``: some of
-        ``secrets``, ``protected_types``, ``max_content_bytes``; None: all). Returns what was
+        ``secrets``, ``protected_types``, ``max_content_bytes``, ``trust``; None: all). Returns what was
         accepted ({key: {kept, file, since}}) (:meth:`Syncer.accept_config`)."""
         return self.services.syncer.accept_config(keys)
 

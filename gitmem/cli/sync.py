@@ -126,9 +126,10 @@ def sync(ctx: click.Context, name: str, as_json: bool) -> None:
     Refused before anything is written: files gitmem will not create (names
     like .. or .git, symbolic links, submodules) and, under 'secrets: refuse'
     or 'redact', anything that looks like a secret.  A .gitmem.yaml that
-    weakens secrets, protected_types or max_content_bytes is held back until
-    `gitmem config accept`.  An arriving memory whose file name is taken is
-    renamed NAME-2.md.
+    weakens secrets, protected_types or max_content_bytes, or widens trust, is
+    held back until `gitmem config accept`.  What arriving files claim about
+    their origin is capped at the remote's (see 'gitmem why').  An arriving
+    memory whose file name is taken is renamed NAME-2.md.
 
     \b
     Example:
@@ -213,8 +214,8 @@ def config() -> None:
     """Show the vault's safety settings; accept changes a sync held back.
 
     A sync that brings a .gitmem.yaml weakening secrets, protected_types or
-    max_content_bytes writes the file but keeps the local value in force
-    until a person accepts the change here.
+    max_content_bytes, or trusting more agents or remotes, writes the file but
+    keeps the local value in force until a person accepts the change here.
 
     \b
     Example:
@@ -258,7 +259,7 @@ def config_show(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def config_accept(ctx: click.Context, keys: tuple[str, ...], as_json: bool) -> None:
     """Let the .gitmem.yaml values a sync held back take effect (KEYS: some of
-    secrets, protected_types, max_content_bytes; default all).
+    secrets, protected_types, max_content_bytes, trust; default all).
 
     \b
     Example:

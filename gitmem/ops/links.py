@@ -117,7 +117,8 @@ def protected_context(store: Storage, reader: Reader) -> ProtectedContext:
                   "information only. A person puts one in force with `gitmem accept ID`.", ""]
         for m in proposals:
             origin = store.trust.effective(m.meta, m.blob)
-            text = f"{m.title}\n\n{_without_title_heading(m.body, m.title)}".strip()
+            body = _without_title_heading(m.body, m.title)
+            text = body if body.strip() == m.title.strip() else f"{m.title}\n\n{body}".strip()
             parts += [quote(text, f"{origin}, proposed {m.type} {m.id}"), ""]
     return ProtectedContext(memories, "\n".join(parts).rstrip() + "\n", proposals)
 

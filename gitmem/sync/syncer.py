@@ -49,7 +49,7 @@ remote-tracking ref records it and before its objects join the vault's store
   ``refuse`` and ``redact`` (others' history cannot be rewritten here) refuse
   the sync (``secret_detected``), ``allow`` lets it in;
 * a ``.gitmem.yaml`` that would weaken a safety setting (``secrets``,
-  ``protected_types``, ``max_content_bytes``) arrives as a file, but the local
+  ``protected_types``, ``max_content_bytes``, ``trust``) arrives as a file, but the local
   value stays in force (pinned in ``.git/gitmem/config-pinned.json``, see
   :mod:`gitmem.config`) until ``gitmem config accept``; a bad value in it
   (out of range, not finite, an identity git cannot store) is held back, the
@@ -336,6 +336,7 @@ class Syncer:
                     if arrived is not None:  # only once checked and integrated (see the module doc)
                         self._track(remote, branch, arrived)
                     forgetting.after(report)
+                    stamp = purge_stamp(self.store.state_dir)   # history as pushed below
             head = self.store.git.head()
             if head is None or (head == tip and not tombstones_ahead(self.store, tombs)):
                 break
@@ -720,7 +721,7 @@ class Syncer:
 
     def accept_config(self, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """Let the ``.gitmem.yaml`` values a sync held back take effect (``keys``:
-        some of ``secrets``, ``protected_types``, ``max_content_bytes``; None: all).
+        some of ``secrets``, ``protected_types``, ``max_content_bytes``, ``trust``; None: all).
         Returns what was accepted ({key: {kept, file, since}})."""
         from ..config import SAFETY_KEYS, VaultConfig, clear_pins
         unknown = sorted(set(keys or []) - set(SAFETY_KEYS))
