@@ -120,7 +120,10 @@ class TrustRecord:
         self._append(todo)
         return len(todo)
 
-    def arrived(self, files: Iterable[tuple[str, Mapping[str, Any]]], remote_url: str) -> int:
-        """Record memory file versions a sync brought from ``remote_url`` (a remote not listed
-        as trusted): each is capped at ``remote:<address>`` (:meth:`cap`)."""
-        return self.cap(files, make_origin(REMOTE, strip_credentials(remote_url)))
+    def arrived(self, blobs: Iterable[str], remote_url: str) -> None:
+        """Record memory file versions (blob ids) a sync brought from ``remote_url`` (a remote
+        not listed as trusted): each is trusted at most as ``remote:<address>``.  No file is
+        parsed: :meth:`effective` takes the lower of this and what the file states."""
+        cap = make_origin(REMOTE, strip_credentials(remote_url))
+        held = self._current()
+        self._append((blob, cap) for blob in dict.fromkeys(blobs) if blob not in held)

@@ -517,9 +517,8 @@ class Syncer:
         trusted = self.store.config.trust.remotes
         if remote in trusted or redact(url) in trusted:
             return
-        files = [(blob_id(c.data), self.reader.read_file(c.path, c.data).meta) for c in changes
-                 if c.data is not None and self.store.is_memory_path(c.path)]
-        self.store.trust.arrived(files, redact(url))
+        self.store.trust.arrived((blob_id(c.data) for c in changes
+                                  if c.data is not None and self.store.is_memory_path(c.path)), redact(url))
 
     def _refuse_unrelated(self, remote: str, local: bytes, tip: bytes) -> None:
         """A vault is its history, wherever it is checked out: a remote branch with no
