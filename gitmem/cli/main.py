@@ -486,6 +486,8 @@ def search(ctx: click.Context, query: str, limit: int, offset: int, tier: str | 
         page = vault.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
                             as_of=as_of, progress=progress, hybrid=hybrid, tier=tier, type=mtype,
                             tag=tag, scope=scope, agent=agent, status=status)
+    if page.notice:
+        click.echo(f"notice: {page.notice}", err=True)
     emit(page.to_dict(), as_json, lambda: _hits(page))
 
 
