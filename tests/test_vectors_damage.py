@@ -332,3 +332,15 @@ def test_background_worker_rebuilds_a_damaged_file(hv: Vault) -> None:
     finally:
         worker.stop()
     assert not worker.running
+
+
+def test_purge_replaces_a_damaged_file(v: Vault) -> None:
+    """A damaged file cannot be pruned of the purged memory's vector: it is replaced."""
+    store = _sound_file(v)
+    doomed = v.add("Door code", "The door code is 4711.")
+    store.save({doomed.path: ("x", _arrays(store.file)["vectors"][0])})
+    data = store.file.read_bytes()
+    store.file.write_bytes(data[:-10])      # cut short: unreadable, yet it holds the purged vector
+    assert store.damage() is not None
+    v.purge(doomed.id)
+    assert store.damage() is None and store.stored() == {}      # (nothing of the damaged file is kept)

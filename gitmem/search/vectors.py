@@ -275,11 +275,15 @@ def zip_problem(file: Path) -> str | None:
 def forget_removed(store: Storage) -> None:
     """Drop the vectors of memories that are gone or changed (after ``gitmem purge``:
     no vector of purged text stays behind).  Without numpy the cache cannot be read,
-    so it is deleted whole (it is rebuilt by ``gitmem embed``)."""
+    so it is deleted whole (it is rebuilt by ``gitmem embed``); a damaged file, which
+    cannot be pruned, is replaced by an empty one."""
     vectors = VectorStore(vector_dir(store.state_dir))
     if not vectors.exists():
         return
     try:
+        if vectors.damage() is not None:
+            vectors.save({}, keep={})
+            return
         vectors.prune({p: key for p, (key, _) in vector_keys(store).items()})
     except ImportError:
         vectors.drop()
