@@ -581,7 +581,8 @@ class Vault:
         """Compute the embedding vectors of new and changed memories for hybrid search (a cache in
         ``.git/gitmem/vectors/``; ``rebuild`` drops every stored vector first).  Needs the ``embed``
         extra (NotInstalled otherwise).  Returns what was done: ``embedded``, ``vectors`` (stored
-        now), ``model``, ``backend``, ``path`` (:meth:`SearchService.embed`)."""
+        now), ``model``, ``backend``, ``path``, and ``replaced_damaged`` when a damaged vectors
+        file was replaced (:meth:`SearchService.embed`)."""
         return self.services.searcher.embed(rebuild=rebuild, progress=progress)
 
     # -------------------------------------------------- pipeline

@@ -121,3 +121,70 @@ def test_native_bad_input_leaves_the_vault_unchanged(box: Toolbox, vault: Vault)
     vault.config = vault.config.__class__(**{**vault.config.__dict__, "max_content_bytes": 2048})
     assert box.call("memory_add", {"content": "é" * 2000})["error"]["code"] == "content_too_large"
     assert snapshot(vault.root) == before
+
+
+# --- memory_search in the size an agent can afford ------------------------------------------------
+
+DEFAULT_HIT_KEYS = {"id", "path", "title", "tier", "type", "tags", "score", "updated", "snippet"}
+
+
+@pytest.fixture
+def garden(vault: Vault) -> Vault:
+    """Twelve memories about the garden, long enough that ten full hits take ~5,000 characters."""
+    for n in range(12):
+        vault.add(f"Garden note {n}: {'tomatoes' if n % 2 else 'roses'} and the greenhouse",
+                  f"Day {n} in the garden.\n\nThe greenhouse needs **watering** twice a day; "
+                  + "the tomatoes and the roses grow along the south wall, next to the compost heap. " * 4
+                  + f"Note number {n}, with naïve café notes ✓.")
+    return vault
+
+
+def test_search_default_output_is_unchanged(box: Toolbox, garden: Vault) -> None:
+    result = box.call("memory_search", {"query": "greenhouse tomatoes"})
+    assert set(result) == {"hits", "total", "suggestion", "mode"}
+    assert len(result["hits"]) == 10 and all(set(h) == DEFAULT_HIT_KEYS for h in result["hits"])
+
+
+def test_compact_search_fits_the_budget_in_the_same_order(box: Toolbox, garden: Vault) -> None:
+    full = box.call("memory_search", {"query": "greenhouse tomatoes"})
+    full_text, _ = box.call_text("memory_search", {"query": "greenhouse tomatoes"})
+    text, is_error = box.call_text("memory_search", {"query": "greenhouse tomatoes", "compact": True})
+    compact = json.loads(text)
+    assert not is_error and len(text) <= 2000 < len(full_text)
+    ids = [h["id"] for h in compact["hits"]]
+    assert 0 < len(ids) < 10 and ids == [h["id"] for h in full["hits"]][:len(ids)]     # the same ranking
+    for hit in compact["hits"]:
+        assert set(hit) == {"id", "title", "snippet"}
+        assert "\n" not in hit["snippet"] and "**" not in hit["snippet"] and len(hit["snippet"]) <= 160
+    assert compact["total"] == full["total"] == 12 and compact["mode"] == full["mode"]
+    left = compact["left_out"]
+    assert left == 10 - len(ids) and f"offset {len(ids)}" in compact["hint"] and "memory_read" in compact["hint"]
+    # the next page starts where this one stopped
+    more = box.call("memory_search", {"query": "greenhouse tomatoes", "compact": True, "offset": len(ids)})
+    assert more["hits"][0]["id"] == full["hits"][len(ids)]["id"]
+    # ... and memory_read gives a hit in full
+    assert "compost heap" in box.call("memory_read", {"ref": ids[0]})["body"]
+
+
+def test_a_budget_implies_compact_and_is_kept(box: Toolbox, garden: Vault) -> None:
+    for budget in (300, 700, 5000, 100_000):
+        text, _ = box.call_text("memory_search", {"query": "greenhouse", "budget_chars": budget})
+        result = json.loads(text)
+        assert len(text) <= budget and all(set(h) == {"id", "title", "snippet"} for h in result["hits"])
+        assert len(result["hits"]) + result["left_out"] == 10
+        assert ("hint" in result) == (result["left_out"] > 0)
+    assert json.loads(box.call_text("memory_search", {"query": "greenhouse", "budget_chars": 100_000})[0]
+                      )["left_out"] == 0
+    few = box.call("memory_search", {"query": "greenhouse", "compact": True, "limit": 2})
+    assert len(few["hits"]) == 2 and few["left_out"] == 0 and "hint" not in few
+    for bad in (299, 100_001, "big", True):
+        result = box.call("memory_search", {"query": "greenhouse", "budget_chars": bad})
+        assert result["error"]["code"] == "invalid_arguments", bad
+
+
+def test_compact_hits_cut_long_titles_and_keep_a_suggestion(box: Toolbox, vault: Vault) -> None:
+    vault.add("A very long title " + "about nothing in particular " * 6, "Short body about kayaks.")
+    hit = box.call("memory_search", {"query": "kayaks", "compact": True})["hits"][0]
+    assert len(hit["title"]) <= 100 and hit["title"].endswith("\u2026") and hit["snippet"] == "Short body about kayaks."
+    none = box.call("memory_search", {"query": "kayeks", "compact": True})
+    assert none["hits"] == [] and none["left_out"] == 0 and none.get("suggestion")

@@ -19,6 +19,7 @@ from .registry import ToolContext, tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.schema import Memory
+    from ..search.results import SearchPage
 
 __all__: list[str] = []
 
@@ -195,6 +196,52 @@ def delete(ctx: ToolContext, ref: Ref,
     Protected memories are refused. Returns the memory without its body."""
     return _brief(ctx.vault.delete(ref, hard=hard, author=ctx.author))
 
+#: The default and the least character budget of a compact memory_search result.
+_COMPACT_BUDGET = 2000
+_COMPACT_MIN = 300
+_SNIPPET_LINE = 160     # most characters of a compact hit's snippet
+_TITLE_LINE = 100       # ... and of its title
+
+
+def _one_line(text: str, most: int) -> str:
+    """``text`` on one line without bold marks, cut at a word to at most ``most`` characters."""
+    text = " ".join(text.replace("**", "").split())
+    if len(text) <= most:
+        return text
+    cut = text[:most - 1]
+    space = cut.rfind(" ")
+    if space > most // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "\u2026"
+
+
+def _compact_page(page: SearchPage, offset: int, budget: int) -> dict[str, Any]:
+    """A search page as {id, title, snippet} hits with one-line snippets, as many (in rank
+    order) as fit ``budget`` characters of JSON, counting the rest in ``left_out``."""
+    import json
+
+    def size(value: dict[str, Any]) -> int:
+        return len(json.dumps(value, ensure_ascii=False))   # as the result is sent (render_result)
+
+    head: dict[str, Any] = {"hits": [], "total": page.total, "mode": page.mode}
+    for key in ("suggestion", "commit", "notice"):
+        if getattr(page, key):
+            head[key] = getattr(page, key)
+    rows = [{"id": h.id, "title": _one_line(h.title, _TITLE_LINE), "snippet": _one_line(h.snippet, _SNIPPET_LINE)}
+            for h in page.hits]
+
+    def result(shown: int) -> dict[str, Any]:
+        out = {**head, "hits": rows[:shown], "left_out": len(rows) - shown}
+        if shown < len(rows):
+            out["hint"] = (f"{len(rows) - shown} more did not fit {budget} characters: memory_search with "
+                           f"offset {offset + shown} shows them; memory_read an id reads it in full")
+        return out
+
+    shown = 0
+    while shown < len(rows) and size(result(shown + 1)) <= budget:
+        shown += 1
+    return result(shown)
+
 
 @tool("gitmem", "memory_search", read_only=True, title="Search memories")
 def search(ctx: ToolContext,
@@ -209,15 +256,27 @@ def search(ctx: ToolContext,
                                                                "memories.")] = False,
            as_of: Annotated[str, Field(description="Search the vault as it was at this date or time (ISO 8601; "
                                                    "a bare date means the end of that day), HEAD~N or commit id.",
-                                       min_length=1, max_length=80)] | None = None) -> dict[str, Any]:
+                                       min_length=1, max_length=80)] | None = None,
+           compact: Annotated[bool, Field(description="Return each hit as {id, title, snippet} with a one-line "
+                                                      "snippet, the whole result within budget_chars (default "
+                                                      "false).")] = False,
+           budget_chars: Annotated[int, Field(description="The most characters the compact result may take "
+                                                          "(default 2000); setting it implies compact.",
+                                              ge=_COMPACT_MIN, le=100_000)] | None = None) -> dict[str, Any]:
     """Full-text search (BM25, stemming). A plain question works; so do "exact phrase", AND / OR / NOT,
     prefix*, and field filters in the query (tier: type: tag: scope: created:>2026-01-01). Archived,
     deleted and superseded memories are left out unless include_inactive. With as_of (a date such as
     2026-03-01, HEAD~N or a commit id), searches the vault as it was then. Read-only. Returns {"hits":
     [{"id", "path", "title", "tier", "type", "tags", "score", "updated", "snippet"}], "total",
-    "suggestion", "mode"}; with as_of, also "commit" on the result and on each hit."""
+    "suggestion", "mode"}; with as_of, also "commit" on the result and on each hit; "notice" when the
+    search could not be done as usual (e.g. by words only). compact (or budget_chars) returns the same
+    ranking in fewer characters: {"hits": [{"id", "title", "snippet"}], "total", "mode", "left_out"}, the
+    hits that fit budget_chars (default 2000) in rank order; left_out counts this page's hits that did
+    not fit (offset pages on to them). Then memory_read the few you need in full."""
     page = ctx.vault.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
                             as_of=as_of, tier=tier, type=type, tag=tag, scope=scope)
+    if compact or budget_chars is not None:
+        return _compact_page(page, offset, _COMPACT_BUDGET if budget_chars is None else budget_chars)
     return page.to_dict()
 
 

@@ -24,7 +24,8 @@ def embed(ctx: click.Context, rebuild: bool, as_json: bool) -> None:
 
     Memories without a vector are still found by their words.  `gitmem watch`
     and `gitmem mcp` do this in the background; run it once after installing
-    the embed extra, or to catch up a large vault at once.
+    the embed extra, or to catch up a large vault at once.  A damaged vectors
+    file is replaced, and every memory embedded again.
 
     \b
     Examples:
@@ -41,6 +42,8 @@ def embed(ctx: click.Context, rebuild: bool, as_json: bool) -> None:
 
     done = vault.embed(rebuild=rebuild, progress=progress)
     count = done["embedded"]
+    if done.get("replaced_damaged"):
+        click.echo(f"the vectors file was damaged ({done['replaced_damaged']}): replaced and rebuilt", err=True)
     emit(done, as_json,
          lambda: f"embedded {count} memor{'y' if count == 1 else 'ies'}; {done['vectors']} vector(s) "
                  f"stored ({done['model']}, {done['backend']})")

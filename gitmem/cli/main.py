@@ -486,6 +486,8 @@ def search(ctx: click.Context, query: str, limit: int, offset: int, tier: str | 
         page = vault.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
                             as_of=as_of, progress=progress, hybrid=hybrid, tier=tier, type=mtype,
                             tag=tag, scope=scope, agent=agent, status=status)
+    if page.notice:
+        click.echo(f"notice: {page.notice}", err=True)
     emit(page.to_dict(), as_json, lambda: _hits(page))
 
 
@@ -525,12 +527,14 @@ def reindex(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--repair", is_flag=True, help="Fix what can be fixed from git: search index, .git/index, temp files.")
+@click.option("--repair", is_flag=True,
+              help="Fix what can be fixed: search index, vectors file, .git/index, temp files.")
 @json_option
 @click.pass_context
 def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
-    """Check the vault: frontmatter, metadata, search index, uncommitted edits,
-    .git/index, temp files, repository integrity. Exit 1 if a check fails.
+    """Check the vault: frontmatter, metadata, search index, vectors file,
+    uncommitted edits, .git/index, temp files, repository integrity. Exit 1 if a
+    check fails.
 
     \b
     Example:

@@ -37,18 +37,23 @@ class SearchHit:
 @dataclass
 class SearchPage:
     """One page of results; ``total`` counts every match, ``suggestion`` is a corrected
-    query when nothing matched and a word has a close indexed alternative."""
+    query when nothing matched and a word has a close indexed alternative, ``notice``
+    says why a search was not done as asked (e.g. by words only, the vectors file
+    being damaged)."""
     hits: list[SearchHit]
     total: int
     suggestion: str | None
-    mode: str               # all-words | any-words | syntax | filter
+    mode: str               # all-words | any-words | syntax | filter | hybrid
     commit: str | None = None   # the commit searched, when searching the vault as of one
+    notice: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"hits": [h.to_dict() for h in self.hits], "total": self.total,
-               "suggestion": self.suggestion, "mode": self.mode}
+        out: dict[str, Any] = {"hits": [h.to_dict() for h in self.hits], "total": self.total,
+                               "suggestion": self.suggestion, "mode": self.mode}
         if self.commit is not None:
             out["commit"] = self.commit
+        if self.notice is not None:
+            out["notice"] = self.notice
         return out
 
 

@@ -73,6 +73,7 @@ class SearchService:
         self._private: str | None = None   # the folder of a private index (see index)
         self._as_of: AsOfSearch | None = None
         self._vector_store: VectorStore | None = None
+        self._worker: EmbedWorker | None = None   # this process's embedding worker, once started
 
     # ------------------------------------------------------------- the index
     @property
@@ -398,7 +399,9 @@ class SearchService:
         ``hybrid``: None (default) ranks plain-language queries with the memories'
         embedding vectors too when the ``embed`` extra is installed and vectors
         exist (``gitmem embed``; ``mode="hybrid"``); False is lexical only; True
-        asks for hybrid and fails with ``not_installed`` without the extra.
+        asks for hybrid and fails with ``not_installed`` without the extra.  A damaged
+        vectors file is never used: the search is lexical and the page's ``notice``
+        says so (``gitmem embed`` or this process's embedding worker rebuilds it).
         """
         if not isinstance(query, str):
             raise InvalidInput("query must be text")
@@ -416,6 +419,11 @@ class SearchService:
                                             include_inactive=include_inactive,
                                             filters=clean or None, progress=progress)
         store = self._vectors_for_search(hybrid)
+        notice = None
+        if store is not None:
+            damage = store.damage()
+            if damage is not None:     # never used: words only, and say so
+                notice, store = self._damaged_notice(store, damage), None
         if store is not None:
             from .embedding import get_embedder
             from .hybrid import hybrid_search
@@ -424,6 +432,7 @@ class SearchService:
         else:
             page = self.index.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
                                      filters=clean or None)
+            page.notice = notice
         if page.hits:
             # Retrievals reinforce memories at the next reflect; counted outside the
             # tracked tree so reading never makes a commit.
@@ -449,7 +458,23 @@ class SearchService:
         """Keep the vectors current in a background thread when the vault has vectors
         and the ``embed`` extra is installed (None otherwise)."""
         from .vectors import start_embed_worker
-        return start_embed_worker(self.store, self.reader, self.refresh, log)
+        worker = start_embed_worker(self.store, self.reader, self.refresh, log)
+        if worker is not None:
+            self._worker = worker       # (a search finding the vectors damaged nudges it)
+        return worker
+
+    def _damaged_notice(self, store: VectorStore, damage: str) -> str:
+        """What a search says when the vectors file is damaged; nudges this process's
+        embedding worker (``gitmem watch``, ``gitmem mcp``), which rebuilds it."""
+        where = f"the vectors file {store.file.relative_to(self.store.root).as_posix()}" \
+            if store.file.is_relative_to(self.store.root) else f"the vectors file {store.file}"
+        worker = self._worker
+        if worker is not None and worker.running:
+            worker.nudge()
+            then = "it is being rebuilt in the background"
+        else:
+            then = "run 'gitmem embed' to rebuild it"
+        return f"searched by words only: {where} is damaged ({damage}); {then}"
 
     def close(self) -> None:
         """Close the open indexes (no write of this process's threads under way)."""
@@ -482,19 +507,25 @@ class SearchService:
               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Compute the embedding vectors of new and changed memories for hybrid search
         (a cache in ``.git/gitmem/vectors/``; ``rebuild`` drops every stored vector
-        first).  Needs the ``embed`` extra (NotInstalled otherwise).  Returns what was
-        done: ``embedded``, ``vectors`` (stored now), ``model``, ``backend``, ``path``."""
+        first; a damaged vectors file is replaced and everything embedded again).  Needs
+        the ``embed`` extra (NotInstalled otherwise).  Returns what was done: ``embedded``,
+        ``vectors`` (stored now), ``model``, ``backend``, ``path``, and ``replaced_damaged``
+        (why the file was unusable) when it replaced a damaged one."""
         from .embedding import INSTALL_HINT, MODEL_NAME, available, get_embedder
         from .vectors import embed_pending
         if not available():
             raise NotInstalled("gitmem embed needs the embed extra", hint=INSTALL_HINT)
         store = self._vectors()
+        damage = store.damage() if store.exists() else None
         if rebuild:
             store.drop()
         embedder = get_embedder()
         count = embed_pending(self.store, self.reader, self.refresh, embedder, progress)
-        return {"embedded": count, "vectors": len(store.stored()), "model": MODEL_NAME,
-                "backend": embedder.backend, "path": str(store.file)}
+        done: dict[str, Any] = {"embedded": count, "vectors": len(store.stored()), "model": MODEL_NAME,
+                                "backend": embedder.backend, "path": str(store.file)}
+        if damage is not None:
+            done["replaced_damaged"] = damage    # the damaged file it replaced, and why
+        return done
 
 
 def _opt(value: Any) -> str | None:

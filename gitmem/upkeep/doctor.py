@@ -7,6 +7,9 @@ Checks (each a :class:`Finding`):
 * ``metadata``: parsed frontmatter with invalid values (unknown type, a tier
   that disagrees with the folder, ...); duplicate ids;
 * ``index``: search-index entries missing, stale or left over;
+* ``vectors``: the vectors cache of hybrid search (``.git/gitmem/vectors/vectors.npz``)
+  readable and well-formed (a damaged one is never used: search falls back to
+  words); how many memories lack a current vector is a note;
 * ``worktree``: memory files changed on disk but not committed;
 * ``git-index``: ``.git/index`` out of step with HEAD (``git status`` noise);
 * ``temp-files``: temp files left by an interrupted write;
@@ -27,7 +30,9 @@ Checks (each a :class:`Finding`):
   first: when it fails, it is the only finding); repaired by copying the commits
   above the gap without the missing parent.
 
-``repair=True`` fixes: the search index (re-index the differing files),
+``repair=True`` fixes: the search index (re-index the differing files), a damaged
+vectors file (replaced by an empty one under the vault lock, then every memory embedded
+again after it is released, when the ``embed`` extra is installed; deleted otherwise),
 ``.git/index``, leftover temp files, the catalog (rebuilt from the files and
 history), stale lock files, ``MEMORY.md`` and a history gap (the only history it
 rewrites: commits above a missing parent).  It never edits a memory file; it says
@@ -87,10 +92,15 @@ def diagnose(services: Services, *, repair: bool = False) -> list[Finding]:
         catalog = _catalog(services, repair)
         locks = _git_locks(services, repair)  # first: a stale index.lock would block the index repair
         services.reader.scan()
-        return [_frontmatter(services), _metadata(services), _index(services, repair), _worktree(services),
-                _git_index(services, repair), _temp_files(services, repair), _fsck(services, repair), catalog,
-                locks, _recovery(services), _secrets(services), _memory_index(services, repair), _links(services),
-                _held_config(services), _layout(services), _sync(services), history]
+        vectors = _vectors(services, repair)
+        findings = [_frontmatter(services), _metadata(services), _index(services, repair), vectors,
+                    _worktree(services), _git_index(services, repair), _temp_files(services, repair),
+                    _fsck(services, repair), catalog, locks, _recovery(services), _secrets(services),
+                    _memory_index(services, repair), _links(services), _held_config(services),
+                    _layout(services), _sync(services), history]
+    if vectors.repaired:
+        _embed_again(services, vectors)   # outside the lock: embedding takes a while, writers go on
+    return findings
 
 
 def _history(services: Services, repair: bool) -> Finding:
@@ -299,6 +309,57 @@ def _index(services: Services, repair: bool) -> Finding:
         report = services.searcher.refresh()
         finding.repaired = report.indexed + report.removed
     return finding
+
+
+def _vectors(services: Services, repair: bool) -> Finding:
+    """The vectors file of hybrid search: absent (hybrid search off), sound, or damaged
+    (never used: every hybrid search falls back to words until it is replaced)."""
+    from ..search.vectors import VectorStore, vector_dir, vector_keys
+    store = VectorStore(vector_dir(services.store.state_dir))
+    where = os.path.relpath(store.file, services.store.root)
+    if not store.exists():
+        return Finding("vectors", True, "no vectors: hybrid search is off until 'gitmem embed'")
+    damage = store.check()
+    if damage is None:
+        try:
+            stored = store.stored()
+        except ImportError:      # no numpy: nothing reads the file here
+            return Finding("vectors", True, f"{where} is a sound archive (its vectors are read only "
+                                            "with the embed extra)")
+        current = {p: key for p, (key, _) in vector_keys(services.store).items()}
+        behind = sum(1 for p, key in current.items() if stored.get(p) != key)
+        summary = f"{len(stored)} vector(s) stored"
+        if behind:
+            summary += (f"; {behind} memor{'y' if behind == 1 else 'ies'} without a current one (notice: "
+                        "'gitmem embed', or a running gitmem watch or gitmem mcp, computes them)")
+        return Finding("vectors", True, summary)
+    finding = Finding("vectors", False, f"{where} is damaged ({damage}); hybrid search uses words only "
+                                        "until it is rebuilt (gitmem doctor --repair, or gitmem embed)",
+                      [where])
+    if repair:
+        try:
+            store.save({}, keep={})     # an empty, sound file: the vault still has (no) vectors
+            finding.repaired = [f"replaced the damaged {where} by an empty one"]
+        except ImportError:             # no numpy: nothing here can read or write it
+            store.drop()
+            finding.repaired = [f"deleted the damaged {where} ('gitmem embed' makes a new one)"]
+    return finding
+
+
+def _embed_again(services: Services, finding: Finding) -> None:
+    """After a damaged vectors file was replaced: embed every memory again when the
+    ``embed`` extra is installed (the vault lock is taken only to catch up the index)."""
+    from ..search.embedding import available
+    if not available():
+        finding.repaired.append("hybrid search needs the embed extra; after installing it, "
+                                "'gitmem embed' computes the vectors")
+        return
+    try:
+        done = services.searcher.embed()
+    except Exception as exc:  # noqa: BLE001 - the file is sound already; the rest can wait for gitmem embed
+        finding.repaired.append(f"embedding again failed ({type(exc).__name__}: {exc}); run 'gitmem embed'")
+        return
+    finding.repaired.append(f"embedded {done['embedded']} memor{'y' if done['embedded'] == 1 else 'ies'} again")
 
 
 def _worktree(services: Services) -> Finding:
