@@ -97,7 +97,7 @@ def diagnose(services: Services, *, repair: bool = False) -> list[Finding]:
                     _worktree(services), _git_index(services, repair), _temp_files(services, repair),
                     _fsck(services, repair), catalog, locks, _recovery(services), _secrets(services),
                     _memory_index(services, repair), _links(services), _held_config(services),
-                    _layout(services), _sync(services), history]
+                    _proposals(services), _layout(services), _sync(services), history]
     if vectors.repaired:
         _embed_again(services, vectors)   # outside the lock: embedding takes a while, writers go on
     return findings
@@ -601,6 +601,20 @@ def _held_config(services: Services) -> Finding:
 #: A flat tier folder holding more memories than this makes every write into it several
 #: times dearer than in hash folders (docs/performance.md, "Layouts").
 CROWDED_FOLDER = 5000
+
+
+def _proposals(services: Services) -> Finding:
+    """Goals, rules and constraints waiting for a person: recorded by an agent, an import
+    or a sync, not in force until accepted (not a fault: the person decides)."""
+    store = services.store
+    rows = store.catalog.of_types(store.config.protected_types, store.config.live_tiers)
+    held = [row for row, _ in rows if not store.in_force(row.meta, row.hash or None)]
+    if not held:
+        return Finding("proposals", True, "no goals, rules or constraints waiting to be accepted")
+    return Finding("proposals", True,
+                   f"{len(held)} goal(s), rule(s) or constraint(s) proposed by agents, imports or syncs, "
+                   "not in force: read them ('gitmem context', 'gitmem why ID'), then 'gitmem accept ID'",
+                   sorted(row.path for row in held))
 
 
 def _layout(services: Services) -> Finding:
