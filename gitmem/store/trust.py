@@ -12,7 +12,8 @@ per git blob (the exact bytes of a file version) in ``.git/gitmem/trust.jsonl``:
   profiles write text exactly as given, frontmatter included) is trusted at most as
   that agent;
 * a file version **a person saved** (an edit in Obsidian or any editor, committed by
-  the watcher or ``gitmem commit``) is the person's, whatever its frontmatter says.
+  the watcher, or by gitmem before its next write) is the person's, whatever its
+  frontmatter says.
 
 The record is local state, never committed or synced (each clone knows what it
 received); it is append-only, one JSON object per line, and read again when another
