@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gitmem import Vault
@@ -279,7 +279,9 @@ def test_hostile_values_stay_data(tmp_path: Path, clock: FakeClock) -> None:
         assert sink not in script
 
 
-@settings(max_examples=300, deadline=None)
+# Most random pairs share too little for an edit script to pay (edit_script gives None and the
+# example is skipped): that filtering is expected, not a sign of a bad strategy.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(st.lists(st.sampled_from(["", "a", "b", "c", "---", "x y", "é"]), max_size=30),
        st.lists(st.sampled_from(["", "a", "b", "c", "---", "x y", "é", "new"]), max_size=30))
 @pytest.mark.slow
