@@ -472,6 +472,11 @@ class Vault:
         :meth:`Memories.accept`)."""
         return self.services.memories.accept(ref, author=author)
 
+    def take_notices(self) -> builtins.list[str]:
+        """What this thread's writes since the last call want their caller told (e.g. that a
+        rule an agent wrote is held as a proposal), and forget them (:meth:`Storage.take_notices`)."""
+        return self.services.store.take_notices()
+
     def why(self, ref: str) -> Lineage:
         """Where a memory came from: origin, how far this clone trusts it, the memories it
         was derived from and every commit of its life (:meth:`History.why`)."""

@@ -267,6 +267,7 @@ class Toolbox:
     def __init__(self, vault: Vault | str | Any, profile: str = "gitmem", *, agent: str | None = None) -> None:
         from ..config import Identity
         from ..memory.provenance import AGENT, make_origin
+        from ..memory.secrets import policy_of, screen_identity
         from ..vault import Vault
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; use one of {', '.join(PROFILES)}")
@@ -278,7 +279,7 @@ class Toolbox:
         named = Identity.parse(agent) if agent else None
         if named is not None:
             try:  # an agent name holding a secret is refused here, before any tool runs
-                self.vault.services.store.check_author(named)
+                screen_identity(named.name, named.email, policy_of(self.vault.config))
             except BaseException:
                 if self._owned:
                     self.vault.close()
@@ -363,10 +364,9 @@ class Toolbox:
             return error_result("internal_error", f"{name} failed: {type(exc).__name__}: {exc}")
         context = self.context if session is None else (
             self._sessions.get(session) or self.begin_session(key=session))
-        store = self.vault.services.store
-        store.take_notices()   # only what this call's writes say
+        self.vault.take_notices()   # only what this call's writes say
         try:
-            return _with_notices(t.handler(context, **values), store.take_notices())
+            return _with_notices(t.handler(context, **values), self.vault.take_notices())
         except ToolFailure as exc:
             return error_result(exc.code, exc.message, exc.hint)
         except GitmemError as exc:

@@ -41,7 +41,7 @@ from ..errors import InvalidMetadata
 __all__ = [
     "CLASSES", "PERSON", "AGENT", "REMOTE", "IMPORT", "TOOL", "origin_class", "origin_source",
     "make_origin", "check_origin", "rank", "lowest", "claimed_origin", "has_authority", "neutralize",
-    "quote", "strip_credentials", "MAX_ORIGIN_CHARS", "PROPOSALS_HEADING", "protections_off",
+    "quote", "MAX_ORIGIN_CHARS", "PROPOSALS_HEADING", "protections_off",
 ]
 
 PERSON, AGENT, REMOTE, IMPORT, TOOL = "person", "agent", "remote", "import", "tool"
@@ -185,11 +185,3 @@ def quote(text: str, origin: str | None = None) -> str:
     lines = [f"> [from {origin}]"] if origin else []
     lines += [f"> {line}".rstrip() for line in neutralize(text).strip("\n").split("\n")]
     return "\n".join(lines)
-
-
-_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", re.IGNORECASE)
-
-
-def strip_credentials(url: str) -> str:
-    """A remote address without the user name and password it may carry."""
-    return _USERINFO.sub(r"\1", url.strip())

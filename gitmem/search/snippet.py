@@ -54,7 +54,7 @@ class Snippeter:
         """The snippet of a hit (:meth:`passage_of`) of the neutralized text: hidden characters,
         HTML comments and images are removed before a passage is cut (a cut could otherwise
         leave half a comment), since snippets go straight into agents' prompts."""
-        return neutralize(self.passage_of(neutralize(body), neutralize(title), neutralize(context)))
+        return self.passage_of(neutralize(body), neutralize(title), neutralize(context))
 
     def passage_of(self, body: str, title: str, context: str = "") -> str:
         """The snippet of a hit: the best passage of the body, else the title marked,

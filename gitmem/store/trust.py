@@ -37,7 +37,6 @@ from ..memory.provenance import (
     lowest,
     make_origin,
     rank,
-    strip_credentials,
 )
 
 __all__ = ["TrustRecord", "TRUST_FILE"]
@@ -123,8 +122,9 @@ class TrustRecord:
 
     def arrived(self, blobs: Iterable[str], remote_url: str) -> None:
         """Record memory file versions (blob ids) a sync brought from ``remote_url`` (a remote
-        not listed as trusted): each is trusted at most as ``remote:<address>``.  No file is
-        parsed: :meth:`effective` takes the lower of this and what the file states."""
-        cap = make_origin(REMOTE, strip_credentials(remote_url))
+        not listed as trusted; its address with credentials already hidden): each is trusted
+        at most as ``remote:<address>``.  No file is parsed: :meth:`effective` takes the lower
+        of this and what the file states."""
+        cap = make_origin(REMOTE, remote_url)
         held = self._current()
         self._append((blob, cap) for blob in dict.fromkeys(blobs) if blob not in held)

@@ -94,9 +94,10 @@ def render_memory_md(catalog: Catalog, config: VaultConfig,
         def authority(row: FileRow) -> bool:
             return in_force(row) if in_force is not None else \
                 has_authority(claimed_origin(row.meta), config.trust.agents)
-        held = [(row, gist) for row, gist in protected if not authority(row)]
+        force = [authority(row) for row, _ in protected]
+        held = [entry for entry, ok in zip(protected, force, strict=True) if not ok]
         lines += ["## Protected context", ""]
-        lines += [_line(row, gist, kind=True) for row, gist in protected if (row, gist) not in held]
+        lines += [_line(row, gist, kind=True) for (row, gist), ok in zip(protected, force, strict=True) if ok]
         if len(held) == len(protected):
             lines.append("(none in force)")
         if n_protected > len(protected):
