@@ -300,6 +300,20 @@ def test_agentos_merge_without_content_concatenates_each_source_once(agentos: To
     assert [h["content"] for h in hits] == ["\n\n".join(texts)]
 
 
+def test_agentos_exact_operators_match_a_traces_own_text(agentos: Toolbox) -> None:
+    """FTS5 semantics: a phrase, AND and NOT match the trace itself, never the text of the
+    trace written before it in the session (indexed with it as context)."""
+    for text in ("Editor theme: dark mode everywhere.", "The mode is dark in the evening, light otherwise.",
+                 "Docker Compose runs the local stack.", "Docker images are built nightly."):
+        agentos.call("memory_add", {"content": text, "type": "semantic"})
+
+    def found(query: str) -> list[str]:
+        return [h["content"] for h in agentos.call("memory_search", {"query": query})["results"]]
+    assert found('"dark mode"') == ["Editor theme: dark mode everywhere."]
+    assert found("docker AND compose") == ["Docker Compose runs the local stack."]
+    assert found("docker NOT compose") == ["Docker images are built nightly."]
+
+
 def test_native_merge_does_not_repeat_a_title_made_from_the_text(native: Toolbox, vault: Vault) -> None:
     a = native.call("memory_add", {"content": "Loops in Rust use for and while."})["id"]
     b = native.call("memory_add", {"content": "Iterators are lazy.", "title": "Iterators"})["id"]

@@ -139,6 +139,58 @@ def test_title_weight_holds_for_rare_words(tmp_path: Path) -> None:
     ix.close()
 
 
+def test_a_title_the_writer_gave_outranks_a_passing_mention_in_a_long_body(ix: SearchIndex) -> None:
+    walk = " ".join(["We walked along the lake and talked about the weather and the boats."] * 4)
+    ix.upsert([doc("walk.md", walk + " A zeppelin flew over once.", "Lake walk"),
+               doc("visit.md", "Tickets cost 12 euros; the hangar tour was the best part.",
+                   "Zeppelin museum visit"),
+               doc("lunch.md", "Lunch by the harbour was expensive but worth it. " * 3,
+                   "Harbour lunch", tags=["zeppelin"])])
+    order = paths(ix.search("zeppelin"))
+    assert order[0] == "visit.md" and order.index("lunch.md") < order.index("walk.md")
+
+
+def test_a_title_made_of_the_first_words_counts_as_they_do(tmp_path: Path) -> None:
+    """A title that repeats the text's start (cut anywhere, with or without its author's
+    name in front) is not a title the writer gave: it weighs title_weight, not more."""
+    def score(title: str, cfg: SearchConfig) -> float:
+        ix = SearchIndex(tmp_path / f"i{len(list(tmp_path.iterdir()))}", config=cfg)
+        ix.upsert([doc("a.md", "Zeppelins fly slowly over the lake in summer.", title, agent="Ann"),
+                   doc("b.md", "Nothing here but the lake.", "Lake")])
+        try:
+            return ix.search("zeppelin").hits[0].score
+        finally:
+            ix.close()
+    plain = SearchConfig(named_title_weight=SearchConfig().title_weight)
+    for title in ("Ann: Zeppelins fly slowly over the lake", "Zeppelins fly slo", "Zeppelins"):
+        assert score(title, SearchConfig()) == score(title, plain), title
+    assert score("Zeppelin ride", SearchConfig()) > score("Zeppelin ride", plain)
+
+
+def test_phrases_and_operators_match_a_memorys_own_text_not_its_context(ix: SearchIndex) -> None:
+    """The text of a followed memory is indexed with its follower as context: it adds to
+    a score, but a phrase, AND, NOT, a quoted word or a prefix must match the memory's own
+    text."""
+    ix.upsert([doc("theme.md", "Editor theme: dark mode everywhere.", id="t1"),
+               doc("mode.md", "The mode is dark in the evening, light otherwise.", follows="t1",
+                   context="Editor theme: dark mode everywhere."),
+               doc("compose.md", "Docker Compose runs the local stack.", id="c1"),
+               doc("images.md", "Docker images are built nightly.", follows="c1",
+                   context="Docker Compose runs the local stack.")])
+    assert paths(ix.search('"dark mode"')) == ["theme.md"]
+    assert paths(ix.search("docker AND compose")) == ["compose.md"]
+    assert paths(ix.search("docker NOT compose")) == ["images.md"]
+    assert paths(ix.search('"compose"')) == ["compose.md"]
+    assert paths(ix.search("compos*")) == ["compose.md"]
+    assert paths(ix.search('"stack" OR nightly')) == ["compose.md", "images.md"] or \
+        set(paths(ix.search('"stack" OR nightly'))) == {"compose.md", "images.md"}
+    # plain words still find a memory through its context, below the memory itself
+    assert paths(ix.search("compose")) == ["compose.md", "images.md"]
+    # and a context adds to the score of what matched on its own
+    both = ix.search("docker AND nightly").hits
+    assert [h.path for h in both] == ["images.md"]
+
+
 def test_markdown_markup_does_not_hide_words(ix: SearchIndex) -> None:
     ix.upsert([doc("md.md", "- **Sunday:** long run\n- _Monday_: rest, see [[recovery-plan]]\n"
                    "`kubectl apply` and *stretch*", "Week plan")])

@@ -60,14 +60,24 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
 
     ``text`` is one list of ``(stem, weight)`` per position: title, tags, entities and
     aliases, author, body, context, each followed by a gap of four ``None`` positions so that no
-    phrase matches across two parts."""
+    phrase matches across two parts.  The context comes last; ``ownlen`` (set only when there
+    is context) is the position where it starts, so that phrases and operators can match the
+    memory's own text only (:mod:`gitmem.search.rank`).
+
+    A title the writer gave (one that is not just the first words of the text) weighs
+    ``SearchConfig.named_title_weight``; a title that merely starts the text weighs
+    ``title_weight`` (its words are already counted in the body)."""
     title, body = an.tokens(d.title or ""), an.tokens(d.body or "")
     meta = an.tokens(" ".join(list(d.tags) + list(d.entities) + list(d.aliases)))
+    named = _names_itself(title, body, an.tokens(d.agent or ""))
     text: list = []
-    for toks, weight in ((title, c.title_weight), (meta, c.meta_weight),
-                         (an.tokens(d.agent or ""), c.agent_weight), (body, 1.0),
-                         (an.tokens(d.context or ""), c.context_weight)):
-        if weight:
+    own = 0
+    for toks, weight in ((title, c.named_title_weight if named else c.title_weight),
+                         (meta, c.meta_weight), (an.tokens(d.agent or ""), c.agent_weight),
+                         (body, 1.0), (None, 0.0), (an.tokens(d.context or ""), c.context_weight)):
+        if toks is None:
+            own = len(text)
+        elif weight:
             text += [(an.stem(t), weight) for t in toks] + [None] * 4
     out: dict[str, Any] = dict(
         path=d.path, hash=(d.hash or "").encode(), id=(d.id or "").lower(),
@@ -77,6 +87,8 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
         status=_low(d.status) or "active", importance=int(d.importance or 0),
         updated_iso=d.updated, context=d.context or "",
         recency=sq.iso_to_epoch(d.updated) or sq.iso_to_epoch(d.created) or 0)
+    if len(text) > own:
+        out["ownlen"] = own
     for key, val in (("tags", ",".join(t.strip().lower() for t in d.tags)),
                      ("entities", ",".join(e.strip().lower() for e in d.entities)),
                      ("links", ",".join(d.links)), ("scope", _low(d.scope)),
@@ -88,6 +100,20 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
         if val:
             out[key] = val
     return out
+
+
+def _names_itself(title: list[str], body: list[str], author: list[str]) -> bool:
+    """Whether a title (as tokens) was given by its writer rather than taken from the start
+    of the text.  A title made from the first words (``Ann: I moved to Berlin in ...``, cut
+    anywhere, even inside a word) is not: its words are the body's first words, once the
+    author's name, which has its own field, is set aside."""
+    words = [t for t in title if t not in author] if author else title
+    if not words:
+        return False
+    head = body[:len(words)]
+    if len(head) < len(words):
+        return True
+    return head[:-1] != words[:-1] or not head[-1].startswith(words[-1])
 
 
 def month_year(iso: str | None) -> list[str]:

@@ -62,7 +62,8 @@ class SearchConfig:
     the others apply at query time."""
     b: float = 0.25                  # BM25 length normalisation (memories are short)
     k1: float = 0.8
-    title_weight: float = 1.0        # a title word counts as this many body words
+    title_weight: float = 1.0        # a title word counts as this many body words ...
+    named_title_weight: float = 3.0  # ... and this many when the title is not the text's start
     meta_weight: float = 2.0         # tags and entities
     agent_weight: float = 1.0        # the author / speaker
     stemmer: str = "porter2"         # porter2 | porter | none
@@ -77,8 +78,8 @@ class SearchConfig:
     agent_boost: float = 4.0         # natural queries: a query word that is the author's name
 
     def schema_key(self) -> str:
-        return (f"{self.stemmer}:{self.title_weight}:{self.meta_weight}:{self.agent_weight}"
-                f":{self.context_weight}")
+        return (f"{self.stemmer}:{self.title_weight}:{self.named_title_weight}:{self.meta_weight}"
+                f":{self.agent_weight}:{self.context_weight}")
 
 
 class Analysis(Protocol):
@@ -125,6 +126,11 @@ class Segment(Protocol):
         """The ``source`` of every document of the segment."""
         ...
 
+    def context_starts(self) -> list[int]:
+        """Of every document of the segment, the ``text`` position where its context
+        starts (0: it has none)."""
+        ...
+
 
 class Postings(Protocol):
     """The index as the ranker reads it (statistics count the whole index, or the
@@ -161,19 +167,20 @@ class Ranker:
     def __init__(self, cfg: SearchConfig, an: Analysis) -> None:
         self.cfg = cfg
         self.an = an
-        self._segment_cache: dict[Any, tuple[list[int], list[str]]] = {}
+        self._segment_cache: dict[Any, tuple[list[int], list[str], list[int]]] = {}
         self._norm_cache: dict[Any, list[float]] = {}
 
-    def segment_info(self, seg: Segment) -> tuple[list[int], list[str]]:
-        """Per-segment ``text`` lengths and ``source`` values (``[]`` when no document of
-        the segment has one), cached per segment (segments never change; their
-        deletions are read on every query)."""
+    def segment_info(self, seg: Segment) -> tuple[list[int], list[str], list[int]]:
+        """Per-segment ``text`` lengths, ``source`` values and context starts (each ``[]``
+        when no document of the segment has one), cached per segment (segments never
+        change; their deletions are read on every query)."""
         key = seg.key
         if key not in self._segment_cache:
             if len(self._segment_cache) > 64:
                 self._segment_cache.clear()
-            sources = seg.sources()
-            self._segment_cache[key] = (seg.text_lengths(), sources if any(sources) else [])
+            sources, starts = seg.sources(), seg.context_starts()
+            self._segment_cache[key] = (seg.text_lengths(), sources if any(sources) else [],
+                                        starts if any(starts) else [])
         return self._segment_cache[key]
 
     def norms(self, seg: Segment, avgfl: float, b: float) -> list[float]:
@@ -220,9 +227,28 @@ class Ranker:
         df = r.doc_frequency(fieldname, text)
         return (math.log(r.doc_count_all() / (df + 1)) + 1) * boost if df else 0.0
 
-    def phrase_scores(self, r: Postings, stems: Sequence[str]) -> dict[int, float]:
+    def in_own_text(self, r: Postings, stem: str, scores: dict[int, float]) -> dict[int, float]:
+        """``scores`` (of documents holding ``stem``) without the documents that hold it only
+        in their context: a quoted word or an operator's word must be the memory's own.
+        Only documents with a context are read (the first position of the word in each)."""
+        for seg in r.segments():
+            starts = self.segment_info(seg)[2]
+            if not starts or not seg.doc_frequency(TEXT, stem):
+                continue
+            base, end = seg.base, seg.base + len(starts)
+            wanted = sorted(d - base for d in scores if base <= d < end and starts[d - base])
+            if not wanted:
+                continue
+            decode = seg.positions
+            for d, value in seg.postings_for(TEXT, stem, wanted)[1].items():
+                if decode(value)[0] >= starts[d]:
+                    del scores[base + d]
+        return scores
+
+    def phrase_scores(self, r: Postings, stems: Sequence[str], own: bool = True) -> dict[int, float]:
         """Scores of the live documents containing ``stems`` (two or more) as adjacent
-        words in this order: the sum of the words' BM25 scores, as Whoosh scores a phrase."""
+        words in this order, in their own text (with ``own``; else anywhere, context
+        included): the sum of the words' BM25 scores, as Whoosh scores a phrase."""
         k1, b, n_all = self.cfg.k1, self.cfg.b, r.doc_count_all()
         avgfl = ((r.field_length(TEXT) / n_all) if n_all else 0.0) or 1.0
         idf = {st: self._idf(r, TEXT, st) * n for st, n in Counter(stems).items()}
@@ -230,7 +256,7 @@ class Ranker:
         if not all(idf.values()):
             return out
         for seg in r.segments():
-            docs, weights = self._phrase_in(seg, stems)
+            docs, weights = self._phrase_in(seg, stems, self.segment_info(seg)[2] if own else [])
             if not docs:
                 continue
             base = seg.base
@@ -242,13 +268,16 @@ class Ranker:
         return out
 
     @staticmethod
-    def _phrase_in(seg: Segment, stems: Sequence[str]) -> tuple[list[int], dict[str, dict]]:
-        """Documents of one segment holding the phrase, and each word's posting weights.
+    def _phrase_in(seg: Segment, stems: Sequence[str],
+                   starts: Sequence[int]) -> tuple[list[int], dict[str, dict]]:
+        """Documents of one segment holding the phrase, and each word's posting weights;
+        where ``starts`` gives a document's context start, the phrase must begin before it.
 
         Document ids are read first, rarest word first, later words only in the blocks
         that can hold a candidate; then weights and positions only of the documents
         holding every word (``Segment.postings_for``).  For two words the position check runs
-        as C-level ``map`` calls (decode, set, isdisjoint): no Python frame per document."""
+        as C-level ``map`` calls (decode, set, isdisjoint): no Python frame per document;
+        documents with a context are checked again, a Python call each."""
         dfs = sorted((seg.doc_frequency(TEXT, st), st) for st in set(stems))
         if not dfs[0][0]:
             return [], {}
@@ -272,20 +301,18 @@ class Ranker:
             weights[st], values[st] = seg.postings_for(TEXT, st, order)
         decode = seg.positions
         cands = order
-        firsts = map(set, map(decode, map(values[stems[0]].__getitem__, cands)))
         if len(stems) == 2:
+            firsts = map(set, map(decode, map(values[stems[0]].__getitem__, cands)))
             seconds = map(decode, map(values[stems[1]].__getitem__, cands))
             apart = map(set.isdisjoint, firsts, map(map, repeat((-1).__add__), seconds))
-            return list(compress(cands, map(not_, apart))), weights
-        rest = [(values[st], (-k).__add__) for k, st in enumerate(stems[1:], 1)]
-
-        def holds(d: int, starts: set[int]) -> bool:
-            for post, back in rest:
-                starts.intersection_update(map(back, decode(post[d])))
-                if not starts:
-                    return False
-            return True
-        return list(compress(cands, map(holds, cands, firsts))), weights
+            cands = list(compress(cands, map(not_, apart)))
+            if not starts:
+                return cands, weights
+        posts = [values[st] for st in stems]
+        # (a phrase cannot run from the text into the context: a gap lies between them)
+        if len(stems) == 2:
+            return [d for d in cands if not starts[d] or _phrase_at(posts, d, decode, starts[d])], weights
+        return [d for d in cands if _phrase_at(posts, d, decode, starts[d] if starts else 0)], weights
 
     def top(self, r: Postings, scores: dict[int, float], want: int,
             first: set[int] | frozenset = frozenset()) -> list[tuple[int, float]]:
@@ -318,21 +345,28 @@ class Ranker:
         top = heapq.nsmallest(PREFIX_EXPANSION_LIMIT, found.items(), key=lambda x: (-x[1], x[0]))
         return [t for t, _ in top]
 
+    def exact_scores(self, r: Postings, text: str, hl: set[str]) -> dict[int, float] | None:
+        """Scores of the documents whose own text holds ``text`` (a word, or words as a
+        phrase); None when it analyses to nothing (e.g. a stop word)."""
+        stems = self.an.stems(text)
+        hl.update(stems)
+        if len(stems) > 1:
+            return self.phrase_scores(r, stems)
+        return self.in_own_text(r, stems[0], self.term_scores(r, TEXT, stems[0])) if stems else None
+
     def evaluate(self, r: Postings, n: Any, hl: set[str], docs_of: Callable[[Any], set[int]],
                  live: Callable[[], set[int]]) -> dict[int, float] | None:
         """Score every document matching a syntax node (None when the node analyses to
         nothing, e.g. a stop word).  ``docs_of(node)`` gives the documents of a metadata
         filter node, ``live()`` every live document; ``hl`` collects the matched stems."""
+        # Operators, phrases and prefixes match a memory's own text; its context (the
+        # memory it follows) only adds to the score of what matched.
         if isinstance(n, (sq.Word, sq.Phrase)):
-            stems = self.an.stems(n.text)
-            hl.update(stems)
-            if len(stems) > 1:
-                return self.phrase_scores(r, stems)
-            return self.term_scores(r, TEXT, stems[0]) if stems else None
+            return self.exact_scores(r, n.text, hl)
         if isinstance(n, sq.Prefix):
             expanded = dict.fromkeys(self.an.stem(t) for t in self.prefix_terms(r, n.text))
             hl.update(expanded)
-            return add_scores([self.term_scores(r, TEXT, t) for t in expanded])
+            return add_scores([self.in_own_text(r, t, self.term_scores(r, TEXT, t)) for t in expanded])
         if isinstance(n, (sq.FieldTerm, sq.DateRange)):
             return dict.fromkeys(docs_of(n), 0.5)
         if isinstance(n, sq.Not):
@@ -384,12 +418,9 @@ class Ranker:
         hl.update(stems)
         units = [self.term_scores(r, TEXT, st) for st in stems]
         for ph in pq.phrases:
-            words = self.an.stems(ph)
-            hl.update(words)
-            if len(words) > 1:
-                units.append(self.phrase_scores(r, words))
-            elif words:
-                units.append(self.term_scores(r, TEXT, words[0]))
+            exact = self.exact_scores(r, ph, hl)
+            if exact is not None:
+                units.append(exact)
         extras = [self.term_scores(r, "when", w, c.date_boost, 0.0)
                   for w in dict.fromkeys(_WORDS.findall(text.lower()))
                   if c.date_boost and r.doc_frequency("when", w)]
@@ -406,7 +437,7 @@ class Ranker:
             # each other in a memory add the pair's phrase score (times pair_weight).
             seq = [self.an.stem(t) for t in toks]
             for a, b in dict.fromkeys(zip(seq, seq[1:], strict=False)):
-                pair = self.phrase_scores(r, [a, b]) if a != b else {}
+                pair = self.phrase_scores(r, [a, b], own=False) if a != b else {}
                 extras.append({d: v * c.pair_weight for d, v in pair.items()})
         scores, first, mode = combine_natural(units, extras, allow, restrict, c.natural,
                                                  c.all_boost)
@@ -428,6 +459,20 @@ class Ranker:
             return None
         fix = functools.partial(re.sub, r"\w+", lambda m: fixes.get(m[0].lower(), m[0]))
         return "".join(p if ":" in p else fix(p) for p in re.split(r"(\s+)", query))
+
+
+def _phrase_at(posts: Sequence[dict[int, bytes]], d: int, decode: Callable[[bytes], Sequence[int]],
+               end: int) -> bool:
+    """Whether document ``d`` holds the phrase whose words' positions are ``posts[k][d]``,
+    starting before position ``end`` (0: anywhere)."""
+    at = set(decode(posts[0][d]))
+    if end:
+        at = {p for p in at if p < end}
+    for k, post in enumerate(posts[1:], 1):
+        at.intersection_update(map((-k).__add__, decode(post[d])))
+        if not at:
+            return False
+    return bool(at)
 
 
 # --- ranking arithmetic for natural queries -------------------------------------------------

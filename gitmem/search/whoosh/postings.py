@@ -139,6 +139,9 @@ class SegmentView:
     def sources(self) -> list[str]:
         return list(self._leaf.column_reader("source"))
 
+    def context_starts(self) -> list[int]:
+        return list(self._leaf.column_reader("ownlen"))
+
 
 class PostingsView:
     """The index as the ranker reads it (:class:`gitmem.search.rank.Postings`), over one

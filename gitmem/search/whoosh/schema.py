@@ -30,7 +30,8 @@ __all__ = ["SCHEMA_VERSION", "MAX_WORD_CHARS", "Or", "any_of", "Analysis", "Arra
 # gitmem no longer has must be rebuilt, which the stamp's schema hash tells before it is read).
 # 8: the codec moved from gitmem.search.index to gitmem.search.whoosh.codec.
 # 9: Obsidian aliases are indexed with the tags and entities.
-SCHEMA_VERSION = 9
+# 10: ``ownlen`` (where the context starts in ``text``); a title the writer gave weighs more.
+SCHEMA_VERSION = 10
 
 
 class Or(wq.Or):
@@ -142,7 +143,8 @@ def make_schema(cfg: SearchConfig, an: Analysis, versions: bool = False) -> Sche
         context=STORED(), follows=ID(),              # context text (snippets); followed id
         created=NUMERIC(int, bits=64, signed=True),
         updated=NUMERIC(int, bits=64, signed=True), updated_iso=STORED(),
-        recency=COLUMN(NumericColumn("q")))                 # updated or created, for listings
+        recency=COLUMN(NumericColumn("q")),                 # updated or created, for listings
+        ownlen=COLUMN(NumericColumn("I")))     # where the context starts in ``text`` (0: none)
     if versions:
         fields.update(since=COLUMN(NumericColumn("q")),     # first commit (number) holding it
                       textlen=COLUMN(NumericColumn("I")))   # exact length of ``text``
