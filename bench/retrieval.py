@@ -94,6 +94,11 @@ VARIANTS: dict[str, SearchConfig] = {
     "context0.4": replace(_FINAL, context_weight=0.4),
     "group0.4": replace(_FINAL, group_weight=0.4),
     "date2": replace(_FINAL, date_boost=2.0),
+    "no-neighbour": replace(_FINAL, neighbour_weight=0.0),
+    "neighbour0.05": replace(_FINAL, neighbour_weight=0.05),
+    "neighbour0.2": replace(_FINAL, neighbour_weight=0.2),
+    "neighbour-depth1": replace(_FINAL, neighbour_depth=1),
+    "neighbour-depth3": replace(_FINAL, neighbour_depth=3),
 }
 
 STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because been

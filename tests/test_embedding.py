@@ -190,3 +190,35 @@ def test_background_worker_embeds_new_memories(hv: Vault) -> None:
             time.sleep(0.1)
     finally:
         worker.stop()
+
+
+@pytest.mark.slow
+@needs_extra
+def test_hybrid_applies_the_neighbour_prior_once_after_fusion(tmp_path: Path) -> None:
+    """Of two memories saying the same, the one that follows the best hit ranks first in
+    hybrid search too; the lexical ranking it fuses carries no prior of its own."""
+    from gitmem.search.embedding import get_embedder
+    from gitmem.search.hybrid import hybrid_search
+    from gitmem.search.vectors import VectorStore
+    from gitmem.search.whoosh import IndexDoc, SearchConfig, SearchIndex
+
+    def doc(path: str, title: str, body: str, follows: str | None = None) -> IndexDoc:
+        return IndexDoc(path=path, id=path[:-3], title=title, body=body, hash="h",
+                        follows=follows)
+    docs = [doc("q.md", "Question", "Do you have any pets at home?"),
+            doc("a.md", "Reply", "Yes, a dog named Rex.", follows="q"),
+            doc("o.md", "Reply", "Yes, a dog named Rex.")]
+    store = VectorStore(tmp_path / "vectors")
+    vectors = get_embedder().embed([embed_text(d.title, d.body) for d in docs])
+    store.save({d.path: ("", v) for d, v in zip(docs, vectors, strict=True)})
+    results = {}
+    for name, cfg in (("on", SearchConfig(context_weight=0.0)),
+                      ("off", SearchConfig(context_weight=0.0, neighbour_weight=0.0))):
+        with SearchIndex(tmp_path / name, config=cfg) as ix:
+            ix.upsert(docs)
+            lexical = {h.path: h.score for h in ix.search("pets dog", neighbours=False).hits}
+            assert lexical["a.md"] == lexical["o.md"]
+            page = hybrid_search(ix, store, get_embedder(), "pets dog")
+            results[name] = {h.path: h.score for h in page.hits}
+    assert results["off"]["a.md"] == results["off"]["o.md"]
+    assert results["on"]["a.md"] > results["on"]["o.md"]

@@ -191,6 +191,52 @@ def test_phrases_and_operators_match_a_memorys_own_text_not_its_context(ix: Sear
     assert [h.path for h in both] == ["images.md"]
 
 
+def test_only_a_memory_with_context_records_where_it_starts(ix: SearchIndex) -> None:
+    """``ownlen`` is set only when a memory has a context: a memory without one skips the
+    per-memory check of phrases and exact words (and its text ends with its body)."""
+    from gitmem.search.documents import index_fields
+    plain = index_fields(doc("a.md", "Docker images are built nightly."), ix._an, ix.cfg)
+    assert "ownlen" not in plain and plain["text"][-5] == ("night", 1.0)
+    followed = index_fields(doc("b.md", "Docker images are built nightly.", title="a.md",
+                                context="Compose runs it."), ix._an, ix.cfg)
+    assert followed["ownlen"] == len(plain["text"])
+    assert followed["text"][:len(plain["text"])] == plain["text"]
+    ix.upsert([doc("a.md", "Docker images are built nightly."),
+               doc("b.md", "Docker images are built nightly.", context="Compose runs it.")])
+    seg = ix._postings(ix._refresh()).segments()[0]
+    assert seg.context_starts() == [0, len(plain["text"])]
+
+
+def test_neighbour_prior_lifts_the_turns_around_a_strong_hit(tmp_path: Path) -> None:
+    """A memory up to two ``follows`` links from the best hit gains a tenth of its score:
+    of two memories saying the same, the one next to the strong hit ranks first."""
+    docs = [doc("q.md", "Do you have any pets at home, pets at all?", "Question", id="q"),
+            doc("a.md", "Yes: a dog named Rex, and a cat.", "Answer", id="a", follows="q"),
+            doc("later.md", "The dog sleeps on the sofa.", "Later", id="l", follows="a"),
+            doc("far.md", "The dog sleeps on the sofa.", "Far", id="f", follows="l"),
+            doc("other.md", "Yes: a dog named Rex, and a cat.", "Other", id="o")]
+    cfg = SearchConfig(context_weight=0.0)        # the prior alone, not the context
+    on, off = SearchIndex(tmp_path / "on", config=cfg), \
+        SearchIndex(tmp_path / "off", config=SearchConfig(context_weight=0.0, neighbour_weight=0.0))
+    for ix in (on, off):
+        ix.upsert(docs)
+    scores = {h.path: h.score for h in on.search("pets dog").hits}
+    plain = {h.path: h.score for h in off.search("pets dog").hits}
+    assert plain["a.md"] == plain["other.md"] and scores["a.md"] > scores["other.md"]
+    assert scores["later.md"] > plain["later.md"]           # two links from q.md
+    assert scores["q.md"] > plain["q.md"]                   # its neighbours lend to it too
+    # three links away: only what its own neighbours lend (later.md), not q.md's score
+    assert scores["far.md"] - plain["far.md"] < scores["later.md"] - plain["later.md"]
+    # syntax queries keep their plain scores
+    assert {h.path: h.score for h in on.search("pets OR dog").hits} == \
+        {h.path: h.score for h in off.search("pets OR dog").hits}
+    assert on.linked(["a.md", "nothing.md"]) == {"a.md": ["q.md", "later.md"]}
+    on.delete(["later.md"])
+    assert on.linked(["a.md"]) == {"a.md": ["q.md"]}
+    on.close()
+    off.close()
+
+
 def test_markdown_markup_does_not_hide_words(ix: SearchIndex) -> None:
     ix.upsert([doc("md.md", "- **Sunday:** long run\n- _Monday_: rest, see [[recovery-plan]]\n"
                    "`kubectl apply` and *stretch*", "Week plan")])

@@ -77,7 +77,9 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
                          (body, 1.0), (None, 0.0), (an.tokens(d.context or ""), c.context_weight)):
         if toks is None:
             own = len(text)
-        elif weight:
+        elif weight and (toks or not own):
+            # (an empty context adds nothing, not even its gap: a memory without context
+            # has no ``ownlen``, and its phrases need no check of where the context starts)
             text += [(an.stem(t), weight) for t in toks] + [None] * 4
     out: dict[str, Any] = dict(
         path=d.path, hash=(d.hash or "").encode(), id=(d.id or "").lower(),

@@ -6,7 +6,8 @@ are nearest the query's are scored together::
     score = lexical score / best lexical score  +  HYBRID_WEIGHT x cosine similarity
 
 (a memory the words did not match has lexical score 0; one without a vector yet has
-cosine 0, so it is still found by its words).  Candidates found only by their vector pass
+cosine 0, so it is still found by its words), then the neighbour prior
+(:func:`gitmem.search.rank.neighbour_prior`) on the fused scores.  Candidates found only by their vector pass
 the query's filters and the inactive-status rule like every hit.  Queries with operators,
 parentheses or a prefix keep their strict lexical meaning, and a vault without vectors (or
 without the ``embed`` extra) is searched lexically.  The weight and the number of
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from . import query as sq
+from .rank import neighbour_prior
 from .results import SearchPage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,11 +72,15 @@ def hybrid_search(index: SearchIndex, store: VectorStore, embedder: Embedder, qu
     want = offset + limit
     pq = sq.parse_query(query or "")
     n = max(want, candidates)
-    lexical = index.search(query, limit=n, include_inactive=include_inactive, filters=filters)
     paths, _, matrix, rows = store.load()
     if not pq.natural or not (pq.words or pq.phrases) or not paths or not want:
+        lexical = index.search(query, limit=want, offset=0, include_inactive=include_inactive,
+                               filters=filters)
         return SearchPage(lexical.hits[offset:want], lexical.total, lexical.suggestion,
                           lexical.mode)
+    # The neighbour prior is applied once, to the fused scores.
+    lexical = index.search(query, limit=n, include_inactive=include_inactive, filters=filters,
+                           neighbours=False)
     q = embedder.embed([" ".join(pq.words + pq.phrases)])[0]     # the text, not its filters
     sims = matrix @ q
     k = min(n, len(paths))
@@ -92,6 +98,9 @@ def hybrid_search(index: SearchIndex, store: VectorStore, embedder: Embedder, qu
                                                  filters=filters)}
     cosine = {p: c for p, c in cosine.items() if p in found or p in allowed}
     scores = fuse([(h.path, h.score) for h in lexical.hits], cosine, weight, method)
+    cfg = index.cfg
+    if cfg.neighbour_weight and len(scores) > 1:
+        scores = neighbour_prior(scores, index.linked, cfg.neighbour_weight, cfg.neighbour_depth)
     ranked = sorted(scores, key=lambda p: (-scores[p], p))[offset:want]
     hits = []
     for p in ranked:

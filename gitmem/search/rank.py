@@ -43,16 +43,18 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, not_, truediv
 from operator import neg as neg_
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from . import query as sq
 
 __all__ = ["PREFIX_EXPANSION_LIMIT", "TEXT", "SearchConfig", "Analysis", "Segment", "Postings",
-           "Ranker", "combine_natural", "add_scores", "group_prior", "edit_distance"]
+           "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance"]
 
 PREFIX_EXPANSION_LIMIT = 50   # a prefix becomes at most this many (most frequent) words
+NEIGHBOUR_POOL = 20           # the best this many memories take part in the neighbour prior
 TEXT = "text"                 # the positional, weighted text field
 _WORDS = re.compile(r"\w+")
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class SearchConfig:
     context_weight: float = 0.3      # a word of the context (followed memory) counts this much
     pair_weight: float = 0.0         # natural queries: bonus x score of adjacent query word pairs
     agent_boost: float = 4.0         # natural queries: a query word that is the author's name
+    neighbour_weight: float = 0.1    # natural queries: a top memory gains this x the best score ...
+    neighbour_depth: int = 2         # ... of the memories up to this many ``follows`` links away
 
     def schema_key(self) -> str:
         return (f"{self.stemmer}:{self.title_weight}:{self.named_title_weight}:{self.meta_weight}"
@@ -148,6 +152,10 @@ class Postings(Protocol):
         ...
     def terms_within(self, fieldname: str, text: str, maxdist: int,
                      prefix: int = 0) -> Iterable[str]: ...
+    def linked(self, docs: Iterable[int]) -> dict[int, list[int]]:
+        """Each document's live neighbours one ``follows`` link away (the memory it
+        follows and those that follow it)."""
+        ...
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -315,9 +323,11 @@ class Ranker:
         return [d for d in cands if _phrase_at(posts, d, decode, starts[d] if starts else 0)], weights
 
     def top(self, r: Postings, scores: dict[int, float], want: int,
-            first: set[int] | frozenset = frozenset()) -> list[tuple[int, float]]:
+            first: set[int] | frozenset = frozenset(),
+            neighbours: bool = False) -> list[tuple[int, float]]:
         """The best ``want`` (docnum, score), documents in ``first`` ahead, after the
-        group prior (memories sharing a ``source`` lend each other score)."""
+        group prior (memories sharing a ``source`` lend each other score) and, with
+        ``neighbours``, the neighbour prior (:meth:`neighbour_prior`)."""
         if self.cfg.group_weight and len(scores) > 1:
             src: dict[int, str] = {}
             for seg in r.segments():
@@ -328,6 +338,8 @@ class Ranker:
                     src.update((d, sources[d - base]) for d in scores if base <= d < hi)
             if src:
                 scores = group_prior(scores, src, self.cfg.group_weight, self.cfg.group_depth)
+        if neighbours and self.cfg.neighbour_weight and len(scores) > 1:
+            scores = neighbour_prior(scores, r.linked, self.cfg.neighbour_weight, self.cfg.neighbour_depth)
         order = r.order
         if order is not None:   # a snapshot: equal scores in path order, as in a fresh index
             return heapq.nlargest(want, scores.items(),
@@ -407,8 +419,9 @@ class Ranker:
         return self.top(r, scores, want), len(scores), "syntax"
 
     def rank_natural(self, r: Postings, pq: sq.ParsedQuery, hl: set[str], allow: set[int] | None,
-                     restrict: set[int] | None, want: int) -> tuple[list, int, str]:
-        """Plain words and phrases: all-word matches first (see SearchConfig.natural)."""
+                     restrict: set[int] | None, want: int, neighbours: bool = True) -> tuple[list, int, str]:
+        """Plain words and phrases: all-word matches first (see SearchConfig.natural), then
+        with ``neighbours`` the neighbour prior (:func:`neighbour_prior`)."""
         c = self.cfg
         text = " ".join(pq.words)
         toks = self.an.tokens(text)
@@ -441,7 +454,7 @@ class Ranker:
                 extras.append({d: v * c.pair_weight for d, v in pair.items()})
         scores, first, mode = combine_natural(units, extras, allow, restrict, c.natural,
                                                  c.all_boost)
-        return self.top(r, scores, want, first), len(scores), mode
+        return self.top(r, scores, want, first, neighbours), len(scores), mode
 
     def suggest(self, r: Postings, pq: sq.ParsedQuery, query: str) -> str | None:
         """The query with unknown words replaced by the closest indexed words, if any."""
@@ -513,6 +526,29 @@ def add_scores(maps: list[dict[int, float]]) -> dict[int, float]:
     for m in maps[1:]:
         for d, v in m.items():
             out[d] = out.get(d, 0.0) + v
+    return out
+
+
+def neighbour_prior(scores: dict[K, float], linked: Callable[[set[K]], dict[K, list[K]]],
+                    weight: float, depth: int, pool: int = NEIGHBOUR_POOL) -> dict[K, float]:
+    """Each of the best ``pool`` memories gains ``weight`` x the best score among the
+    memories up to ``depth`` ``follows`` links away (``linked`` gives each memory's
+    neighbours one link away): in a conversation the words of a question are often in the
+    turn before or after the one that answers it.  Only the pool is looked at, so the cost
+    is a few lookups per pool member, whatever the size of the vault.  Memories are
+    document numbers (lexical search) or paths (hybrid search, after fusion)."""
+    best = heapq.nlargest(pool, scores, key=scores.__getitem__)
+    hops: dict[K, list[K]] = {}
+    reach = {d: {d} for d in best}
+    frontier = {d: {d} for d in best}
+    for _ in range(depth):
+        hops.update(linked({n for f in frontier.values() for n in f if n not in hops}))
+        frontier = {d: {m for n in f for m in hops.get(n, ())} - reach[d] for d, f in frontier.items()}
+        for d, f in frontier.items():
+            reach[d] |= f
+    out = dict(scores)
+    for d in best:
+        out[d] += weight * max((scores.get(n, 0.0) for n in reach[d] if n != d), default=0.0)
     return out
 
 

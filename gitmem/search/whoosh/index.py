@@ -257,14 +257,17 @@ class SearchIndex(SegmentWriting):
 
     def search(self, query: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False,
-               filters: Mapping[str, str | Sequence[str]] | None = None) -> SearchPage:
+               filters: Mapping[str, str | Sequence[str]] | None = None,
+               neighbours: bool = True) -> SearchPage:
         """Run a query (syntax: :mod:`gitmem.search.query`; text that is not valid syntax is
-        read as text); InvalidQuery only for a bad ``filters`` entry or negative paging."""
-        return self._run(query, limit, offset, include_inactive, filters, None)
+        read as text); InvalidQuery only for a bad ``filters`` entry or negative paging.
+        ``neighbours=False`` leaves out the neighbour prior (for a caller that applies it
+        after fusing other scores, :func:`gitmem.search.hybrid.hybrid_search`)."""
+        return self._run(query, limit, offset, include_inactive, filters, None, neighbours)
 
     def _run(self, query: str, limit: int, offset: int, include_inactive: bool,
              filters: Mapping[str, str | Sequence[str]] | None,
-             snap: Callable[[Any], Snapshot] | None) -> SearchPage:
+             snap: Callable[[Any], Snapshot] | None, neighbours: bool = True) -> SearchPage:
         """:meth:`search`, over the snapshot ``snap(searcher)`` gives when set."""
         if limit < 0 or offset < 0:
             raise InvalidQuery("limit and offset must not be negative")
@@ -273,7 +276,7 @@ class SearchIndex(SegmentWriting):
         with self._lock:
             try:
                 return self._search(pq, query or "", limit, offset, include_inactive,
-                                    None if snap is None else snap(self._refresh()))
+                                    None if snap is None else snap(self._refresh()), neighbours)
             except READ_ERRORS as exc:   # e.g. a segment file vanished or broke
                 try:
                     self.close()
@@ -282,7 +285,8 @@ class SearchIndex(SegmentWriting):
                 raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
 
     def _search(self, pq: sq.ParsedQuery, query: str, limit: int, offset: int,
-                include_inactive: bool, snap: Snapshot | None = None) -> SearchPage:
+                include_inactive: bool, snap: Snapshot | None = None,
+                neighbours: bool = True) -> SearchPage:
         """Evaluate a parsed query; with ``snap``, over the snapshot's documents only,
         scored and ordered as a fresh index of just those documents would."""
         s = self._refresh()
@@ -298,7 +302,7 @@ class SearchIndex(SegmentWriting):
         r = self._postings(s) if snap is None else snap.view(self._postings(s))
         live = (lambda: self._live(s)) if snap is None else (lambda: snap.docs)
         if pq.natural and (pq.words or pq.phrases):
-            ranked, total, mode = self._rank.rank_natural(r, pq, hl, allow, restrict, want)
+            ranked, total, mode = self._rank.rank_natural(r, pq, hl, allow, restrict, want, neighbours)
         elif not pq.natural and pq.expr is not None:
             ranked, total, mode = self._rank.rank_syntax(
                 r, pq, hl, allow, restrict, want,
@@ -327,6 +331,19 @@ class SearchIndex(SegmentWriting):
             self._memo["hidden"] = self._docs(
                 s, Or([wq.Term("status", x) for x in INACTIVE_STATUSES]))
         return self._memo["hidden"]
+
+    def linked(self, paths: Collection[str]) -> dict[str, list[str]]:
+        """Each of ``paths`` that is indexed -> the paths one ``follows`` link away (the
+        memory it follows, those that follow it): the neighbour prior after fusion."""
+        with self._lock:
+            try:
+                s = self._refresh()
+                by_doc = {d: p for p in set(paths) for d in self._docs(s, wq.Term("path", p))}
+                near = self._postings(s).linked(by_doc)
+                return {by_doc[d]: [s.stored_fields(n)["path"] for n in ns] for d, ns in near.items()}
+            except READ_ERRORS as exc:   # as in search()
+                self._searcher = None
+                raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
 
     def hits_for(self, query: str, paths: Collection[str], *, include_inactive: bool = False,
                  filters: Mapping[str, str | Sequence[str]] | None = None) -> list[SearchHit]:

@@ -11,10 +11,11 @@ the past, :mod:`.versions`) scored as a fresh index of just them would be.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from whoosh.matching import ListMatcher
+from whoosh.reading import TermNotFound
 
 from ..rank import TEXT as TEXT_FIELD
 
@@ -180,6 +181,20 @@ class PostingsView:
     def terms_within(self, fieldname: str, text: str, maxdist: int, prefix: int = 0) -> list[str]:
         return list(map(term_text, self._r.terms_within(fieldname, text, maxdist, prefix=prefix)))
 
+    def linked(self, docs: Iterable[int]) -> dict[int, list[int]]:
+        r, out = self._r, {}
+        for d in docs:
+            fields = r.stored_fields(d)
+            near: list[int] = []
+            for name, value in (("id", fields.get("follows")), ("follows", fields.get("id"))):
+                if value:
+                    try:
+                        near.extend(n for n in r.postings(name, value).all_ids() if n != d)
+                    except TermNotFound:     # (cheaper than asking for its frequency first)
+                        pass
+            out[d] = near
+        return out
+
 
 
 # --- a snapshot: some documents of an index, as the ranker reads them ----------------------
@@ -223,6 +238,10 @@ class SnapshotPostings:
         self.order: Sequence[int] | None = snap.order     # ties by path (rank.Ranker.top)
         self.segments = p.segments
         self.terms_within = p.terms_within
+
+    def linked(self, docs: Iterable[int]) -> dict[int, list[int]]:
+        alive = self._snap.docs
+        return {d: [n for n in near if n in alive] for d, near in self._p.linked(docs).items()}
 
     def prefix_frequencies(self, fieldname: str, prefix: str) -> dict[str, int]:
         terms = self._p.expand_prefix(fieldname, prefix)

@@ -30,8 +30,11 @@ __all__ = ["SCHEMA_VERSION", "MAX_WORD_CHARS", "Or", "any_of", "Analysis", "Arra
 # gitmem no longer has must be rebuilt, which the stamp's schema hash tells before it is read).
 # 8: the codec moved from gitmem.search.index to gitmem.search.whoosh.codec.
 # 9: Obsidian aliases are indexed with the tags and entities.
-# 10: ``ownlen`` (where the context starts in ``text``); a title the writer gave weighs more.
-SCHEMA_VERSION = 10
+# 10: ``ownlen`` (where the context starts in ``text``); a title the writer gave weighs more;
+#     ``follows`` stored (the neighbour prior).
+# 11: ``ownlen`` only for memories with a context (10 set it on every memory, which made
+#     every phrase and exact word check each memory's context start).
+SCHEMA_VERSION = 11
 
 
 class Or(wq.Or):
@@ -140,7 +143,7 @@ def make_schema(cfg: SearchConfig, an: Analysis, versions: bool = False) -> Sche
         entities=KEYWORD(lowercase=True, commas=True), links=KEYWORD(lowercase=True, commas=True),
         type=ID(stored=True), tier=ID(stored=True), status=ID(stored=True), scope=ID(),
         agent=ID(), source=ID(sortable=True), importance=NUMERIC(int, stored=True),
-        context=STORED(), follows=ID(),              # context text (snippets); followed id
+        context=STORED(), follows=ID(stored=True),   # context text (snippets); followed id
         created=NUMERIC(int, bits=64, signed=True),
         updated=NUMERIC(int, bits=64, signed=True), updated_iso=STORED(),
         recency=COLUMN(NumericColumn("q")),                 # updated or created, for listings
