@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .sync.background import BackgroundSync
     from .sync.syncer import Remote, SyncReport
     from .upkeep.doctor import Finding
+    from .upkeep.evaluation import EvalReport
     from .upkeep.purge import PurgeReport
 
 __all__ = ["Vault", "Committed"]
@@ -574,12 +575,12 @@ class Vault:
     def search(self, query: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False, as_of: str | None = None,
                progress: Callable[[int, int], None] | None = None, hybrid: bool | None = None,
-               **filters: str | Sequence[str] | None) -> SearchPage:
+               record: bool = True, **filters: str | Sequence[str] | None) -> SearchPage:
         """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters)
-        (:meth:`SearchService.search`)."""
+        (:meth:`SearchService.search`); ``record=False`` counts no retrieval."""
         return self.services.searcher.search(query, limit=limit, offset=offset,
                                              include_inactive=include_inactive, as_of=as_of,
-                                             progress=progress, hybrid=hybrid, **filters)
+                                             progress=progress, hybrid=hybrid, record=record, **filters)
 
     def embed(self, *, rebuild: bool = False,
               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -589,6 +590,16 @@ class Vault:
         now), ``model``, ``backend``, ``path``, and ``replaced_damaged`` when a damaged vectors
         file was replaced (:meth:`SearchService.embed`)."""
         return self.services.searcher.embed(rebuild=rebuild, progress=progress)
+
+    def evaluate(self, *, questions: int = 200, seed: int = 0, kinds: Sequence[str] | None = None,
+                 modes: Sequence[str] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> EvalReport:
+        """Measure recall on this vault with questions built from its own content and history
+        (``gitmem eval``): hit@1/5/10 and MRR per search mode and per kind of question.
+        See :mod:`gitmem.upkeep.evaluation`."""
+        from .upkeep.evaluation import evaluate
+        return evaluate(self.services, questions=questions, seed=seed, kinds=kinds, modes=modes,
+                        progress=progress)
 
     # -------------------------------------------------- pipeline
     def commit_outside_edits(self, paths: Iterable[str] | None = None,

@@ -185,7 +185,7 @@ def test_the_vault_is_a_facade() -> None:
 API_PAGE = PACKAGE.parent / "docs" / "python-api.md"
 #: A facade wider than this is a sign that a group of members wants an object of its own
 #: (as the file view has in ``vault.files``).
-MAX_VAULT_MEMBERS = 65   # 61: start_sync and purge_status serve `gitmem status` and `purge --status`; 64: accept and why serve `gitmem accept` and `gitmem why`; 65: take_notices serves agent tools' notices
+MAX_VAULT_MEMBERS = 66   # 61: start_sync and purge_status serve `gitmem status` and `purge --status`; 64: accept and why serve `gitmem accept` and `gitmem why`; 65: take_notices serves agent tools' notices; 66: evaluate serves `gitmem eval`
 
 
 def _class_node(module: str, name: str) -> ast.ClassDef:

@@ -571,6 +571,9 @@ cli.add_command(purge)
 from .embed import embed  # noqa: E402 - registered after the core commands
 
 cli.add_command(embed)
+from .evaluation import eval_command  # noqa: E402 - registered after the core commands
+
+cli.add_command(eval_command)
 
 from .lifecycle import archive, compress, context, links, merge, reflect, unarchive  # noqa: E402
 

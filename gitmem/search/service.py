@@ -380,7 +380,7 @@ class SearchService:
     def search(self, query: str, *, limit: int = 10, offset: int = 0,
                include_inactive: bool = False, as_of: str | None = None,
                progress: Callable[[int, int], None] | None = None, hybrid: bool | None = None,
-               **filters: str | Sequence[str] | None) -> SearchPage:
+               record: bool = True, **filters: str | Sequence[str] | None) -> SearchPage:
         """Full-text search (BM25, stemming, phrases, AND/OR/NOT, prefix*, field filters).
 
         ``filters``: ``tier``, ``type``, ``tag``, ``scope``, ``agent``,
@@ -402,6 +402,8 @@ class SearchService:
         asks for hybrid and fails with ``not_installed`` without the extra.  A damaged
         vectors file is never used: the search is lexical and the page's ``notice``
         says so (``gitmem embed`` or this process's embedding worker rebuilds it).
+
+        ``record=False`` does not count the hits as retrievals (a measurement, not a use).
         """
         if not isinstance(query, str):
             raise InvalidInput("query must be text")
@@ -433,7 +435,7 @@ class SearchService:
             page = self.index.search(query, limit=limit, offset=offset, include_inactive=include_inactive,
                                      filters=clean or None)
             page.notice = notice
-        if page.hits:
+        if page.hits and record:
             # Retrievals reinforce memories at the next reflect; counted outside the
             # tracked tree so reading never makes a commit.
             # (never failing nor keeping the search waiting: see Catalog.add_retrievals)
@@ -484,6 +486,19 @@ class SearchService:
             self.open_index.close()
         if self._as_of is not None:
             self._as_of.close()
+
+    def hybrid_unavailable(self) -> tuple[str, str] | None:
+        """Why a hybrid search cannot run now, as (reason, hint), or None when it can."""
+        from .embedding import INSTALL_HINT, available
+        if not available():
+            return "the embed extra is not installed", INSTALL_HINT
+        store = self._vectors()
+        if not store.exists():
+            return "the vault has no vectors yet", "Run gitmem embed first."
+        damage = store.damage()
+        if damage is not None:
+            return f"the vectors file is damaged ({damage})", "Run gitmem embed to rebuild it."
+        return None
 
     def _vectors_for_search(self, hybrid: bool | None) -> VectorStore | None:
         """The vector store when a search should be hybrid (see :meth:`search`), else None."""
