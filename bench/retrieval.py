@@ -50,7 +50,8 @@ DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "locomo_dev.json"
 
 # Ranking variants measured (each a SearchConfig); "final" is the shipped default.
 _BASE = dict(title_weight=1.0, meta_weight=1.0, agent_weight=0.0, date_boost=0.0,
-             group_weight=0.0, natural="any", context_weight=0.0, agent_boost=0.0, k1=1.2)
+             group_weight=0.0, natural="any", context_weight=0.0, agent_boost=0.0, k1=1.2,
+             neighbour_weight=0.0, named_title_weight=1.0)
 _FINAL = SearchConfig()
 VARIANTS: dict[str, SearchConfig] = {
     "final": _FINAL,
@@ -66,6 +67,9 @@ VARIANTS: dict[str, SearchConfig] = {
     "+agent-boost": SearchConfig(**{**_BASE, "agent_weight": 1.0, "group_weight": 0.3,
                                     "date_boost": 1.0, "meta_weight": 2.0, "context_weight": 0.3,
                                     "agent_boost": 4.0}),
+    "+k1-0.8": SearchConfig(**{**_BASE, "agent_weight": 1.0, "group_weight": 0.3,
+                               "date_boost": 1.0, "meta_weight": 2.0, "context_weight": 0.3,
+                               "agent_boost": 4.0, "k1": 0.8}),
     # one knob changed from the shipped default (cross-checked on splits, see --splits)
     "no-context": replace(_FINAL, context_weight=0.0),
     "context0.15": replace(_FINAL, context_weight=0.15),

@@ -4,7 +4,8 @@ on the index as users have it (fragmented by many separate writes).
 Usage (prints one JSON document on stdout, progress on stderr)::
 
     python bench/search.py [--scale 10000] [--keep DIR] [--optimized] [--writes 300]
-                           [--idle-every 0] [--queries 50] [--creates 100] [--out FILE]
+                           [--idle-every 0] [--queries 50] [--creates 100]
+                           [--text-queries 10000] [--out FILE]
 
 ``--scale N`` is the number of memories (default 10,000; ``--sizes 1000,10000``
 runs several sizes in one go).  The vault is made as a user would: a Zipf-like
@@ -30,6 +31,9 @@ Then, for each size:
   tags, tier, type, a highlighted snippet) and FTS5 returning row ids only, and
   with ``--optimized`` gitmem on the optimized copy; all interleaved query by
   query (rotating order), ratios to FTS5 reported;
+* ``--text-queries`` random plain-language strings (``bench/query_text.py``'s: words,
+  stray syntax, other scripts) searched on the fragmented vault: queries that raised are
+  counted (the target is none);
 * create latency, the whole operation a user waits for: ``vault.add`` with the
   index open (commit, search index, MEMORY.md) plus ``vault.flush()`` (the
   ``.git/index`` update otherwise deferred), on the fragmented vault after the
@@ -60,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (Generator, add_scale_options, bench_vault, copy_tree, cpu_timed,  # noqa: E402
                      index_segments, loadavg, log, machine_info, report, summary_ms, timed, timed_create)
+from query_text import random_query  # noqa: E402
 from gitmem.vault import Vault  # noqa: E402
 
 TARGETS = {"create_p50_ms": 40.0, "word_p50_ms": 10.0, "any_p95_ms": 100.0, "fts5_ratio": 5.0}
@@ -186,6 +191,26 @@ def fragment(root: Path, gen: Generator, writes: int, idle_every: int) -> dict[s
             "note": "add from a freshly opened Vault: its first write opens the search index"}
 
 
+def text_queries(vault: Vault, count: int) -> dict[str, Any]:
+    """``count`` random plain-language strings (those of ``bench/query_text.py``: words,
+    stray syntax, other scripts) searched on the vault; every query that raised is
+    counted (the target is none)."""
+    rng = random.Random(7)
+    errors: dict[str, int] = {}
+    examples: list[str] = []
+    start = time.perf_counter()
+    for _ in range(count):
+        q = random_query(rng)
+        try:
+            vault.search(q, limit=10)
+        except Exception as exc:  # noqa: BLE001 - counting every failure is the point
+            errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+            if len(examples) < 10:
+                examples.append(q)
+    return {"queries": count, "errors": sum(errors.values()), "by_kind": errors, "examples": examples,
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
 def creates(vault: Vault, gen: Generator, count: int) -> dict[str, Any]:
     """``vault.add`` + ``vault.flush()`` (the whole create), timed together and apart."""
     total, total_cpu, adds, flushes = [], [], [], []
@@ -248,6 +273,9 @@ def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             out["queries"][kind] = got
         out["queries"]["loadavg_after"] = loadavg()
         vault = vaults["gitmem"]
+        if args.text_queries:
+            log(f"{args.text_queries} random plain-language queries")
+            out["plain_text_queries"] = text_queries(vault, args.text_queries)
         log(f"{args.creates} creates (add + flush) on the fragmented vault")
         out["create"] = creates(vault, gen, args.creates)
         out["segments"]["after_creates"] = index_segments(root)
@@ -282,6 +310,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--idle-every", type=int, default=0, help="every K-th writer idles so its merge runs")
     parser.add_argument("--queries", type=int, help=f"queries per kind (default 50; 30 from {LARGE:,})")
     parser.add_argument("--creates", type=int, help=f"timed creates (default 100; 50 from {LARGE:,})")
+    parser.add_argument("--text-queries", type=int, default=10_000,
+                        help="random plain-language queries searched for errors (0: none)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [args.scale]
@@ -313,6 +343,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "every_kind_p95_le_100ms": all(v["gitmem"]["wall"]["p95_ms"] <= TARGETS["any_p95_ms"] for v in q.values()),
         "within_5x_fts5_non_prefix_p50": all(v["ratio_p50"] <= TARGETS["fts5_ratio"]
                                              for k, v in q.items() if k != "prefix"),
+        "no_errors_on_plain_text_queries": (largest["plain_text_queries"]["errors"] == 0
+                                            if "plain_text_queries" in largest else None),
         "within_5x_fts5_ids_only_non_prefix_p50": {
             k: v["ratio_p50_ids_only"] <= TARGETS["fts5_ratio"] for k, v in q.items() if k != "prefix"},
     }

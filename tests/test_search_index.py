@@ -532,6 +532,14 @@ def test_state_survives_reopen(tmp_path: Path) -> None:
     again.close()
 
 
+def test_a_rebuild_leaves_no_empty_segment(ix: SearchIndex) -> None:
+    """A rebuild whose documents all go to the child process (their number unknown in
+    advance) lists the child's segment only, not an empty one of its own."""
+    ix.rebuild(doc(f"n{i}.md", f"note {i} about kites") for i in range(50))
+    assert [seg.doc_count_all() for seg in ix._ix._segments()] == [50]
+    assert ix.search("kites", limit=100).total == 50
+
+
 def test_rebuild_replaces_everything_and_reports_progress(ix: SearchIndex) -> None:
     ix.upsert([doc("old.md", "stale")])
     seen: list[int] = []
@@ -690,6 +698,105 @@ def test_sparse_phrases_equal_whooshs_span_matcher(tmp_path: Path) -> None:
         i = rng.randrange(len(body) - 2)
         picks.append(body[i:i + rng.choice([2, 2, 3])])
     _phrases_agree_with_whoosh(ix, picks)
+    ix.close()
+
+
+@pytest.mark.parametrize("b", [0.25, 0.0])      # (with b=0 many scores tie)
+def test_a_lone_phrase_checked_lazily_ranks_as_checking_every_memory(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   b: float) -> None:
+    """A query that is one phrase ranks the memories holding its words by score and checks
+    their positions only until the page is full (``Ranker.rank_phrase``): the same hits,
+    order and scores as checking every one, on a fragmented index with deletions, hidden
+    memories and filters; the total is exact when every candidate was checked, else
+    estimated from a sample."""
+    from whoosh.query import Phrase
+    from gitmem.search import rank
+    ix = SearchIndex(tmp_path / "p", config=SearchConfig(b=b))
+    rng = random.Random(23)
+    vocab = ["red", "blue", "green", "stone", "river", "cloud", "lamp", "bird"]
+    tiers = ["short_term", "long_term"]
+
+    def one(i: int, k: int) -> IndexDoc:
+        return doc(f"d{i:03d}.md", " ".join(rng.choices(vocab, k=rng.randint(2, k))),
+                   title=" ".join(rng.choices(vocab, k=2)), tier=rng.choice(tiers),
+                   status="archived" if i % 29 == 0 else "active")
+    ix.rebuild(one(i, 40) for i in range(400))
+    for i in range(25):                      # one memory per write: many small segments
+        ix.upsert([one(rng.randrange(450), 25)])
+    ix.delete([f"d{i:03d}.md" for i in range(30, 45)])
+    s = ix._refresh()
+    assert len(s.reader().leaf_readers()) > 5 and s.reader().has_deletions()
+    hidden = ix._hidden(s)
+    estimated, errors = 0, []
+    for n in range(50):
+        words = rng.choices(vocab, k=rng.choice([2, 2, 2, 3]))
+        query, filters = '"' + " ".join(words) + '"', ({"tier": "long_term"} if n % 4 == 0 else None)
+        monkeypatch.setattr(rank, "LAZY_PHRASE_DOCS", 10**9)
+        exact = ix.search(query, limit=8, filters=filters)
+        monkeypatch.setattr(rank, "LAZY_PHRASE_DOCS", 0)
+        monkeypatch.setattr(rank, "PHRASE_SAMPLE", 40)
+        monkeypatch.setattr(rank, "PHRASE_SAMPLE_MATCHES", 25)
+        lazy = ix.search(query, limit=8, filters=filters)
+        monkeypatch.setattr(rank, "PHRASE_SAMPLE", 500)
+        monkeypatch.setattr(rank, "PHRASE_SAMPLE_MATCHES", 100)
+        assert [(h.path, h.score) for h in lazy.hits] == [(h.path, h.score) for h in exact.hits], words
+        assert lazy.mode == exact.mode
+        # every match, as Whoosh's span matcher finds it, ranked by score then document
+        allowed = {d for d in s.reader().all_doc_ids() if d not in hidden and
+                   (filters is None or s.stored_fields(d)["tier"] == "long_term")}
+        theirs = {h.docnum: h.score for h in s.search(Phrase("text", words), limit=None)
+                  if h.docnum in allowed}
+        assert exact.total == len(theirs), words
+        best = sorted(theirs.items(), key=lambda x: (-round(x[1], 4), x[0]))[:8]
+        assert len(exact.hits) == len(best), words
+        assert all(abs(h.score - v) < 1e-3 for h, (_, v) in zip(exact.hits, best, strict=True)), words
+        candidates = set.intersection(*({h.docnum for h in s.search(Phrase("text", [w]), limit=None)}
+                                        for w in words)) & allowed
+        assert len(lazy.hits) <= lazy.total <= len(candidates)
+        if lazy.total != exact.total:
+            estimated += 1
+            errors.append(abs(lazy.total - exact.total) / exact.total)
+    # (the sample was used, not every candidate checked; 25 matches: about 20% off)
+    assert estimated > 5 and sum(errors) / len(errors) < 0.2 and max(errors) < 0.6, errors
+    ix.close()
+
+
+def test_memories_that_lend_each_other_score_rank_a_phrase_with_every_match(tmp_path: Path) -> None:
+    """The group prior (``source``) and the neighbour prior (``follows``) read every match:
+    a phrase is then checked in every memory holding its words."""
+    for extra in ({"source": "chat-1"}, {"follows": "id-a.md"}):
+        ix = SearchIndex(tmp_path / next(iter(extra)))
+        ix.upsert([doc("a.md", "dark mode everywhere"), doc("b.md", "mode dark at night", **extra)])
+        r = ix._postings(ix._refresh())
+        assert ix._rank.rank_phrase(r, "dark mode", set(), None, None, 10) is None
+        ix.close()
+    ix = SearchIndex(tmp_path / "plain")
+    ix.upsert([doc("a.md", "dark mode everywhere"), doc("b.md", "mode dark at night")])
+    page = ix._rank.rank_phrase(ix._postings(ix._refresh()), "dark mode", set(), None, None, 10)
+    assert page is not None and page[1:] == (1, "all-words")
+    ix.close()
+
+
+def test_prefix_scores_added_into_one_map_equal_a_map_per_word(tmp_path: Path) -> None:
+    """A prefix's words are scored straight into one map where no memory has a context
+    (``Ranker.own_text_scores``): the same documents and sums as a map per word added
+    up, on a fragmented index with deletions."""
+    from gitmem.search.rank import TEXT, add_scores
+    ix = SearchIndex(tmp_path / "p")
+    rng = random.Random(8)
+    vocab = [f"{a}{b}" for a in ("cal", "cam", "can", "car") for b in ("a", "bo", "dix", "e", "mon", "ter")]
+    ix.rebuild(doc(f"d{i:03d}.md", " ".join(rng.choices(vocab, k=rng.randint(3, 30)))) for i in range(300))
+    for i in range(8):
+        ix.upsert([doc(f"d{rng.randrange(320):03d}.md", " ".join(rng.choices(vocab, k=12)))])
+    ix.delete([f"d{i:03d}.md" for i in range(50, 60)])
+    r = ix._postings(ix._refresh())
+    assert len(r.segments()) > 3 and any(seg.deleted for seg in r.segments())
+    for prefix in ("ca", "cam", "carm", "c", "cant"):
+        stems = list(dict.fromkeys(ix._an.stem(t) for t in ix._rank.prefix_terms(r, prefix)))
+        each = add_scores([ix._rank.term_scores(r, TEXT, st) for st in stems])
+        assert ix._rank.own_text_scores(r, stems) == each, prefix
+        assert ix.search(f"{prefix}*", limit=500).total == len(each), prefix
     ix.close()
 
 

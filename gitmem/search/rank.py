@@ -11,13 +11,15 @@ by the index through a callback.
 - Words are scored with BM25F (the formula Whoosh's ``BM25F`` uses), a posting block at a
   time: several times faster than Whoosh's matchers in pure Python, exact totals, the same
   ranking for every page.
-- A phrase reads its words' document ids (rarest word first, later words only in the
-  blocks that can hold a candidate), intersects them, and reads weights and positions
-  only of the documents holding every word; positions are stored as machine arrays
+- A phrase reads its words' document ids and weights (rarest word first, later words only
+  in the blocks that can hold a candidate), intersects them, and reads positions only of
+  the documents holding every word; positions are stored as machine arrays
   (``gitmem.search.whoosh.schema``), so the check is a few C calls per document.  Whoosh's span
   matcher spent ~27 µs per such document (0.3 s for two words that are in most memories).
   A phrase scores what Whoosh gave it: the sum of its words' scores (a repeated word
-  counts twice).
+  counts twice), so a query that is one phrase checks positions lazily, best candidate
+  first, until its page is full (:meth:`Ranker.rank_phrase`; two words in nearly every one
+  of 100,000 memories: 60,000 documents to check otherwise).
 - A group prior: memories sharing ``source`` (a conversation, a session) lend each other
   30% of the sum of their group's best three scores.
 - The author: a word (or two or three words in a row) of a natural query that is a
@@ -37,20 +39,25 @@ import functools
 import heapq
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, not_, truediv
+from operator import add, mul, not_, truediv
 from operator import neg as neg_
 from typing import Any, Protocol, TypeVar
 
 from . import query as sq
 
-__all__ = ["PREFIX_EXPANSION_LIMIT", "TEXT", "SearchConfig", "Analysis", "Segment", "Postings",
+__all__ = ["PREFIX_EXPANSION_LIMIT", "LAZY_PHRASE_DOCS", "PHRASE_SAMPLE", "PHRASE_SAMPLE_MATCHES", "TEXT",
+           "SearchConfig", "Analysis", "Segment", "Postings",
            "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance"]
 
 PREFIX_EXPANSION_LIMIT = 50   # a prefix becomes at most this many (most frequent) words
+LAZY_PHRASE_DOCS = 5_000      # a lone phrase whose words are all in more memories is checked lazily
+PHRASE_SAMPLE = 500           # ... its total estimated from about this many of those memories,
+PHRASE_SAMPLE_MATCHES = 100   # ... or more, until that many of them hold the phrase (~10%)
 NEIGHBOUR_POOL = 20           # the best this many memories take part in the neighbour prior
 TEXT = "text"                 # the positional, weighted text field
 _WORDS = re.compile(r"\w+")
@@ -135,6 +142,11 @@ class Segment(Protocol):
         starts (0: it has none)."""
         ...
 
+    def has_links(self) -> bool:
+        """Whether a document of the segment follows another (has a ``follows`` value;
+        deleted ones included)."""
+        ...
+
 
 class Postings(Protocol):
     """The index as the ranker reads it (statistics count the whole index, or the
@@ -177,6 +189,7 @@ class Ranker:
         self.an = an
         self._segment_cache: dict[Any, tuple[list[int], list[str], list[int]]] = {}
         self._norm_cache: dict[Any, list[float]] = {}
+        self._links_cache: dict[Any, bool] = {}
 
     def segment_info(self, seg: Segment) -> tuple[list[int], list[str], list[int]]:
         """Per-segment ``text`` lengths, ``source`` values and context starts (each ``[]``
@@ -204,19 +217,21 @@ class Ranker:
         return self._norm_cache[key]
 
     def term_scores(self, r: Postings, fieldname: str, text: str, boost: float = 1.0,
-                    b: float | None = None) -> dict[int, float]:
-        """BM25 scores (Whoosh's BM25F formula) of every live document containing the term.
+                    b: float | None = None, into: dict[int, float] | None = None) -> dict[int, float]:
+        """BM25 scores (Whoosh's BM25F formula) of every live document containing the term;
+        with ``into``, added to the scores there (``into.get(d, 0.0) + score``, as
+        :func:`add_scores` adds) and ``into`` returned.
 
         ``idf * (k1 + 1) * w / (w + norm)`` is computed by C-level ``map`` calls over a
         block of postings (no Python frame per posting)."""
         b = self.cfg.b if b is None else b
+        out: dict[int, float] = {} if into is None else into
         df = r.doc_frequency(fieldname, text)
         if not df:
-            return {}
+            return out
         k1, n_all = self.cfg.k1, r.doc_count_all()
         scale = (math.log(n_all / (df + 1)) + 1) * boost * (k1 + 1)
         avgfl = (r.field_length(fieldname) / n_all) or 1.0
-        out: dict[int, float] = {}
         for seg in r.segments():
             if not seg.doc_frequency(fieldname, text):
                 continue
@@ -224,11 +239,26 @@ class Ranker:
             norm = self.norms(seg, avgfl, b).__getitem__ if b else None
             for ids, weights, _ in seg.blocks(fieldname, text):
                 ns = map(norm, ids) if norm else repeat(k1)
-                out.update(zip(map(base.__add__, ids) if base else ids,
-                               map(scale.__mul__, map(truediv, weights,
-                                                      map(add, weights, ns))), strict=True))
+                docs = map(base.__add__, ids) if base else ids
+                scores = map(scale.__mul__, map(truediv, weights, map(add, weights, ns)))
+                if into is not None:
+                    docs = list(docs)
+                    scores = map(add, map(out.get, docs, repeat(0.0)), scores)
+                out.update(zip(docs, scores, strict=True))
             for i in seg.deleted:
                 out.pop(base + i, None)
+        return out
+
+    def own_text_scores(self, r: Postings, stems: Iterable[str]) -> dict[int, float]:
+        """The summed scores of the documents holding any of ``stems`` in their own text
+        (``add_scores`` of each word's :meth:`in_own_text` scores).  Where no document has
+        a context, each word's scores are added straight into one map instead (the same
+        sums, in the same order, without a map per word)."""
+        if any(self.segment_info(seg)[2] for seg in r.segments()):
+            return add_scores([self.in_own_text(r, st, self.term_scores(r, TEXT, st)) for st in stems])
+        out: dict[int, float] = {}
+        for st in stems:
+            self.term_scores(r, TEXT, st, into=out)
         return out
 
     def _idf(self, r: Postings, fieldname: str, text: str, boost: float = 1.0) -> float:
@@ -257,70 +287,84 @@ class Ranker:
         """Scores of the live documents containing ``stems`` (two or more) as adjacent
         words in this order, in their own text (with ``own``; else anywhere, context
         included): the sum of the words' BM25 scores, as Whoosh scores a phrase."""
+        out: dict[int, float] = {}
+        for seg, cands, scores in self.phrase_candidates(r, stems):
+            found = set(self._phrase_in(seg, stems, self.segment_info(seg)[2] if own else [], cands))
+            keep = list(map(found.__contains__, cands))
+            out.update(zip(map(seg.base.__add__, compress(cands, keep)), compress(scores, keep), strict=True))
+        return out
+
+    def phrase_candidates(self, r: Postings, stems: Sequence[str]) -> Iterator[tuple[Segment, list[int],
+                                                                                    list[float]]]:
+        """Per segment: the live documents holding every word of the phrase (``stems``),
+        as sorted segment-local ids, and the score each gets if it holds the phrase (the
+        sum of its words' BM25 scores: the phrase check only filters).  Segments without
+        one are left out.
+
+        Ids and weights are read a block at a time, rarest word first, later words only
+        in the blocks that can hold a candidate; scores are C-level ``map`` calls (no
+        Python frame per document)."""
         k1, b, n_all = self.cfg.k1, self.cfg.b, r.doc_count_all()
         avgfl = ((r.field_length(TEXT) / n_all) if n_all else 0.0) or 1.0
         idf = {st: self._idf(r, TEXT, st) * n for st, n in Counter(stems).items()}
-        out: dict[int, float] = {}
         if not all(idf.values()):
-            return out
+            return
         for seg in r.segments():
-            docs, weights = self._phrase_in(seg, stems, self.segment_info(seg)[2] if own else [])
+            dfs = sorted((seg.doc_frequency(TEXT, st), st) for st in idf)
+            if not dfs[0][0]:
+                continue
+            weights: dict[str, dict[int, float]] = {}
+            docs: Any = None
+            for df, st in dfs:
+                # (blocks without a candidate are skipped only when candidates are few:
+                # with many, nearly every block holds one)
+                wanted = None if docs is None or len(docs) * 8 >= df else sorted(docs)
+                found: dict[int, float] = {}
+                for ids, ws, _ in seg.blocks(TEXT, st, False, wanted):
+                    found.update(zip(ids, ws, strict=True))
+                weights[st] = found
+                docs = found.keys() if docs is None else docs & found.keys()
+                if not docs:
+                    break
             if not docs:
                 continue
-            base = seg.base
-            norms = self.norms(seg, avgfl, b) if b else None
-            for d in docs:
-                norm = norms[d] if norms else k1
-                out[base + d] = sum(idf[st] * w[d] * (k1 + 1) / (w[d] + norm)
-                                    for st, w in weights.items())
-        return out
+            cands = sorted(set(docs) - seg.deleted if seg.deleted else docs)
+            norms = list(map(self.norms(seg, avgfl, b).__getitem__, cands)) if b else None
+            scores: list[float] | None = None
+            for _, st in dfs:                                     # (the order of the sum)
+                ws = list(map(weights[st].__getitem__, cands))
+                # idf * w * (k1 + 1) / (w + norm), a word at a time
+                part = map(truediv, map(mul, map(idf[st].__mul__, ws), repeat(k1 + 1)),
+                           map(add, ws, repeat(k1) if norms is None else norms))
+                scores = list(part) if scores is None else list(map(add, scores, part))
+            if cands and scores:
+                yield seg, cands, scores
 
     @staticmethod
-    def _phrase_in(seg: Segment, stems: Sequence[str],
-                   starts: Sequence[int]) -> tuple[list[int], dict[str, dict]]:
-        """Documents of one segment holding the phrase, and each word's posting weights;
-        where ``starts`` gives a document's context start, the phrase must begin before it.
+    def _phrase_in(seg: Segment, stems: Sequence[str], starts: Sequence[int],
+                   cands: Sequence[int]) -> list[int]:
+        """Those of ``cands`` (sorted segment-local ids, each holding every word) that hold
+        the phrase; where ``starts`` gives a document's context start, the phrase must
+        begin before it.
 
-        Document ids are read first, rarest word first, later words only in the blocks
-        that can hold a candidate; then weights and positions only of the documents
-        holding every word (``Segment.postings_for``).  For two words the position check runs
-        as C-level ``map`` calls (decode, set, isdisjoint): no Python frame per document;
-        documents with a context are checked again, a Python call each."""
-        dfs = sorted((seg.doc_frequency(TEXT, st), st) for st in set(stems))
-        if not dfs[0][0]:
-            return [], {}
-        # First the documents holding every word (ids only), then the weights and
-        # positions of just those documents.
-        docs: set[int] | None = None
-        for _, st in dfs:
-            wanted = None if docs is None else sorted(docs)
-            found: set[int] = set()
-            for ids, _, _ in seg.blocks(TEXT, st, False, wanted):
-                found.update(ids)
-            docs = found if docs is None else docs & found
-            if not docs:
-                return [], {}
-        if seg.deleted:
-            docs -= seg.deleted                     # type: ignore[operator]
-        order = sorted(docs or ())
-        weights: dict[str, dict[int, float]] = {}
-        values: dict[str, dict[int, bytes]] = {}
-        for _, st in dfs:
-            weights[st], values[st] = seg.postings_for(TEXT, st, order)
+        The positions of just those documents are read (``Segment.postings_for``).  For
+        two words the check runs as C-level ``map`` calls (decode, set, isdisjoint): no
+        Python frame per document; documents with a context are checked again, a Python
+        call each."""
+        values = {st: seg.postings_for(TEXT, st, cands)[1] for st in dict.fromkeys(stems)}
         decode = seg.positions
-        cands = order
         if len(stems) == 2:
             firsts = map(set, map(decode, map(values[stems[0]].__getitem__, cands)))
             seconds = map(decode, map(values[stems[1]].__getitem__, cands))
             apart = map(set.isdisjoint, firsts, map(map, repeat((-1).__add__), seconds))
             cands = list(compress(cands, map(not_, apart)))
             if not starts:
-                return cands, weights
+                return cands
         posts = [values[st] for st in stems]
         # (a phrase cannot run from the text into the context: a gap lies between them)
         if len(stems) == 2:
-            return [d for d in cands if not starts[d] or _phrase_at(posts, d, decode, starts[d])], weights
-        return [d for d in cands if _phrase_at(posts, d, decode, starts[d] if starts else 0)], weights
+            return [d for d in cands if not starts[d] or _phrase_at(posts, d, decode, starts[d])]
+        return [d for d in cands if _phrase_at(posts, d, decode, starts[d] if starts else 0)]
 
     def top(self, r: Postings, scores: dict[int, float], want: int,
             first: set[int] | frozenset = frozenset(),
@@ -378,7 +422,7 @@ class Ranker:
         if isinstance(n, sq.Prefix):
             expanded = dict.fromkeys(self.an.stem(t) for t in self.prefix_terms(r, n.text))
             hl.update(expanded)
-            return add_scores([self.in_own_text(r, t, self.term_scores(r, TEXT, t)) for t in expanded])
+            return self.own_text_scores(r, expanded)
         if isinstance(n, (sq.FieldTerm, sq.DateRange)):
             return dict.fromkeys(docs_of(n), 0.5)
         if isinstance(n, sq.Not):
@@ -423,6 +467,10 @@ class Ranker:
         """Plain words and phrases: all-word matches first (see SearchConfig.natural), then
         with ``neighbours`` the neighbour prior (:func:`neighbour_prior`)."""
         c = self.cfg
+        if not pq.words and len(pq.phrases) == 1:
+            lazy = self.rank_phrase(r, pq.phrases[0], hl, allow, restrict, want)
+            if lazy is not None:
+                return lazy
         text = " ".join(pq.words)
         toks = self.an.tokens(text)
         if c.question_stop:
@@ -455,6 +503,98 @@ class Ranker:
         scores, first, mode = combine_natural(units, extras, allow, restrict, c.natural,
                                                  c.all_boost)
         return self.top(r, scores, want, first, neighbours), len(scores), mode
+
+    def rank_phrase(self, r: Postings, text: str, hl: set[str], allow: set[int] | None,
+                    restrict: set[int] | None, want: int) -> tuple[list, int, str] | None:
+        """A natural query that is one phrase and nothing else, ranked without checking
+        the positions of every document holding its words; None when this does not apply
+        (a single word; a snapshot; ``natural="all-boost"``; memories that lend each other
+        score, through ``source`` or ``follows``, since those priors read every match).
+
+        A phrase scores the sum of its words' scores, so the documents holding every word
+        are ranked by that sum first and checked in that order until the page is full:
+        the same hits, order and scores as checking all of them.  ``total`` is exact up
+        to :data:`LAZY_PHRASE_DOCS` such documents; beyond, it counts the matches among the
+        documents checked plus, for the others, the share of an evenly spread sample of
+        them that holds the phrase: about :data:`PHRASE_SAMPLE` documents, more until
+        :data:`PHRASE_SAMPLE_MATCHES` of them hold it (a standard error of about 10%), every
+        one (an exact total) for a phrase that rare."""
+        stems = self.an.stems(text)
+        if (len(stems) < 2 or r.order is not None or self.cfg.natural == "all-boost"
+                or self._lends(r)):
+            return None
+        hl.update(stems)
+        parts = list(self.phrase_candidates(r, stems))
+        ids: list[int] = []
+        scores: list[float] = []
+        for seg, cands, values in parts:           # (in document order)
+            ids += map(seg.base.__add__, cands)
+            scores += values
+        if allow is not None or restrict:
+            keep = [(allow is None or d in allow) and not (restrict and d in restrict) for d in ids]
+            ids, scores = list(compress(ids, keep)), list(compress(scores, keep))
+        bases = [seg.base for seg, _, _ in parts]
+
+        def check(docs: Iterable[int]) -> set[int]:
+            """Those of ``docs`` (numbers in the whole index) holding the phrase."""
+            by_seg: dict[int, list[int]] = {}
+            for d in docs:
+                by_seg.setdefault(bisect_right(bases, d) - 1, []).append(d)
+            out: set[int] = set()
+            for i, ds in by_seg.items():
+                seg = parts[i][0]
+                local = sorted(d - seg.base for d in ds)
+                out.update(map(seg.base.__add__, self._phrase_in(seg, stems, self.segment_info(seg)[2], local)))
+            return out
+
+        if len(ids) <= LAZY_PHRASE_DOCS:
+            found = check(ids)
+            hits = {d: v for d, v in zip(ids, scores, strict=True) if d in found}
+            return self.top(r, hits, want), len(hits), "all-words" if hits else "any-words"
+        # Best first (ties by document number, as Ranker.top orders them), checked a
+        # batch at a time until the page is full.
+        heap = list(zip(map(neg_, scores), ids, strict=True))
+        heapq.heapify(heap)
+        ranked: list[tuple[int, float]] = []
+        checked: set[int] = set()
+        matched: set[int] = set()
+        batch = max(2 * want, 16)
+        while len(ranked) < want and heap:
+            popped = [heapq.heappop(heap) for _ in range(min(batch, len(heap)))]
+            found = check(d for _, d in popped)
+            checked.update(d for _, d in popped)
+            matched |= found
+            ranked += [(d, -neg) for neg, d in popped if d in found]
+            batch *= 2
+        if not heap:                              # every candidate checked: exact
+            return ranked[:want], len(matched), "all-words" if matched else "any-words"
+        # The total: an evenly spread sample (every step-th candidate), doubled until it
+        # holds PHRASE_SAMPLE_MATCHES matches (or is every candidate: then exact).
+        step = 1 << (len(ids) // PHRASE_SAMPLE).bit_length()
+        in_sample = check(ids[::step])
+        while len(in_sample) < PHRASE_SAMPLE_MATCHES and step > 1:
+            step //= 2
+            in_sample |= check(ids[step::2 * step])
+        sample = ids[::step]
+        matched |= in_sample
+        checked.update(sample)
+        total = len(matched) + round((len(ids) - len(checked)) * len(in_sample) / len(sample))
+        return ranked[:want], total, "all-words"
+
+    def _lends(self, r: Postings) -> bool:
+        """Whether a memory of the index may lend another score (a ``source`` shared, for
+        the group prior, or a ``follows`` link, for the neighbour prior)."""
+        for seg in r.segments():
+            if self.segment_info(seg)[1]:
+                return True
+            key = seg.key
+            if key not in self._links_cache:
+                if len(self._links_cache) > 64:
+                    self._links_cache.clear()
+                self._links_cache[key] = seg.has_links()
+            if self._links_cache[key]:
+                return True
+        return False
 
     def suggest(self, r: Postings, pq: sq.ParsedQuery, query: str) -> str | None:
         """The query with unknown words replaced by the closest indexed words, if any."""

@@ -36,7 +36,9 @@ class SearchHit:
 
 @dataclass
 class SearchPage:
-    """One page of results; ``total`` counts every match, ``suggestion`` is a corrected
+    """One page of results; ``total`` counts every match (for a query that is one phrase
+    whose words are all in more than 5,000 memories, it is estimated: see
+    :meth:`gitmem.search.rank.Ranker.rank_phrase`), ``suggestion`` is a corrected
     query when nothing matched and a word has a close indexed alternative, ``notice``
     says why a search was not done as asked (e.g. by words only, the vectors file
     being damaged)."""

@@ -75,16 +75,19 @@ _W3 = "whoosh.codec.whoosh3"
 PRIVATE_NAMES: tuple[Private, ...] = (
     # codec.PostingsWriter: gitmem's block layout and inlining
     *(Private(_W3, "W3PostingsWriter", n, "method", "codec.PostingsWriter")
-      for n in ("_mini_ids", "_mini_weights", "_mini_values", "_write_block")),
+      for n in ("_mini_ids", "_mini_weights", "_mini_values", "_write_block", "_new_block")),
     *(Private(_W3, "W3PostingsWriter", n, "instance", "codec.PostingsWriter")
       for n in ("_byteids", "_ids", "_weights", "_values", "_terminfo", "_inlinelimit", "_blocklimit",
-                "_maxweight", "_minlength", "_maxlength", "_format")),
+                "_maxweight", "_minlength", "_maxlength", "_format", "_postfile", "_blockcount",
+                "_compression")),
     Private(_W3, "W3TermInfo", "set_inlined", "method", "codec.PostingsWriter (Whoosh's own path misnames it)"),
     # codec.LeafMatcher and postings.blocks: reading posting lists a block at a time
     *(Private(_W3, "W3LeafMatcher", n, "method", "codec.LeafMatcher, postings.blocks")
-      for n in ("_read_data", "_read_ids", "_read_weights", "_read_values", "_next_block")),
+      for n in ("_read_data", "_read_ids", "_read_weights", "_read_values", "_next_block", "_goto")),
     *(Private(_W3, "W3LeafMatcher", n, "instance", "codec.LeafMatcher, postings.blocks")
-      for n in ("_data", "_ids", "_weights", "_values", "_maxid", "_blocklength", "_fixedsize", "_byteids")),
+      for n in ("_data", "_ids", "_weights", "_values", "_maxid", "_blocklength", "_fixedsize", "_byteids",
+                "_postfile", "_i", "_lastblock", "_nextoffset", "_dataoffset", "_maxweight", "_compression",
+                "_minlength", "_maxlength")),
     # codec.FieldWriter and codec.Codec
     Private(_W3, "W3FieldWriter", "_postwriter", "instance", "codec.FieldWriter"),
     *(Private(_W3, "W3Codec", n, "instance", "codec.Codec")

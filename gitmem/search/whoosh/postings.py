@@ -143,6 +143,9 @@ class SegmentView:
     def context_starts(self) -> list[int]:
         return list(self._leaf.column_reader("ownlen"))
 
+    def has_links(self) -> bool:
+        return next(iter(self._leaf.lexicon("follows")), None) is not None
+
 
 class PostingsView:
     """The index as the ranker reads it (:class:`gitmem.search.rank.Postings`), over one

@@ -104,6 +104,9 @@ class SegmentWriting:
     REBUILD_SEGMENT_DOCS = 25_000  # documents per segment a rebuild writes (bounds its memory)
     BULK_DOCS = 500           # an upsert of this many documents holds its postings in memory
     PARALLEL_DOCS = 2_000     # a rebuild of this many documents uses a second process
+    # ... which indexes this share of each round: this process also reads every document
+    # (about a seventh of what indexing one costs), so the two finish together.
+    CHILD_SHARE = 0.53
     # The idle merge (merge_small) runs under the vault lock: one merge takes at most
     # this many segments (a few ms each to open and copy) of at most this many documents
     # together (0.3-0.8 ms each for 2 KB memories on a 2-core machine), so a merge holds
@@ -258,8 +261,9 @@ class SegmentWriting:
         every 500 documents and at the end.
 
         ``total`` (about how many ``docs`` there are) lets a large rebuild use a second
-        process: the first half of each round is handed to a child process, which writes
-        it as a segment of its own while this one reads and indexes the second half."""
+        process: the first half of each round (a little more: :attr:`CHILD_SHARE`) is handed
+        to a child process, which writes it as a segment of its own while this one reads
+        and indexes the rest."""
         count, seen = 0, set()
         pending = iter(docs)
         more = True
@@ -291,7 +295,7 @@ class SegmentWriting:
                 return
             size = self.REBUILD_SEGMENT_DOCS
             left = size if total is None else min(size, total - count)
-            first = take(left // 2) if left >= self.PARALLEL_DOCS else []
+            first = take(int(left * self.CHILD_SHARE)) if left >= self.PARALLEL_DOCS else []
             base = count
             segments, added = self._index_split(w, first, lambda: take(size - len(first)),
                                                 (lambda n: progress(base + n)) if progress else None)
@@ -316,17 +320,20 @@ class SegmentWriting:
         """Index ``first`` and then ``rest()`` into writer ``w``'s in-memory pool, handing
         ``first`` to a child process where one can be had (see :meth:`_build_in_child`):
         it writes them as a segment of its own while this process gets and indexes
-        ``rest()``.  Returns the child's segments, to be listed before ``w``'s own so
-        documents keep their order, and how many documents were indexed.  ``every_500(n)``
-        is told about how many are done (both processes go at about the same pace)."""
+        ``rest()``, also as a segment of its own, written before waiting for the child
+        (not by ``w``'s commit, after it).  Returns the segments (the child's first, so
+        documents keep their order) to be listed before ``w``'s own, and how many
+        documents were indexed.  ``every_500(n)`` is told about how many are done (both
+        processes go at about the same pace)."""
         child = self._build_in_child(first) if first else None
-        mine = rest() if child is not None else first + rest()
-        pace = 2 if child is not None else 1
-        self._add_to_pool(w, mine, (lambda n: every_500(n * pace)) if every_500 else None)
         if child is None:
+            mine = first + rest()
+            self._add_to_pool(w, mine, every_500)
             return [], len(mine)
+        mine = rest()
+        own = [self._write_segment(mine, (lambda n: every_500(n * 2)) if every_500 else None)] if mine else []
         # (the child failed: this process writes the segment it would have written)
-        return [child() or self._write_segment(first)], len(first) + len(mine)
+        return [child() or self._write_segment(first), *own], len(first) + len(mine)
 
     def _add_to_pool(self, w: Any, docs: Sequence[IndexDoc],
                      every_500: Callable[[int], None] | None = None) -> None:
@@ -340,16 +347,17 @@ class SegmentWriting:
             if every_500 is not None and n % 500 == 0:
                 every_500(n)
 
-    def _write_segment(self, docs: Sequence[IndexDoc]) -> Any:
+    def _write_segment(self, docs: Sequence[IndexDoc], every_500: Callable[[int], None] | None = None) -> Any:
         """Write ``docs`` as a new segment of this index, not listed in it yet (the caller
-        holds the write lock and lists it in its commit)."""
+        holds the write lock and lists it in its commit); ``every_500`` as for
+        :meth:`_add_to_pool`."""
         storage = self._ix.storage
         storage.small_writes = True   # scratch space in memory, apart from the main writer's folder
         try:
             w = SegmentWriter(self._ix, _lk=False, codec=CODEC, limitmb=256)
         finally:
             storage.small_writes = False
-        self._add_to_pool(w, docs)
+        self._add_to_pool(w, docs, every_500)
         return w._finalize_segment()
 
     def _build_in_child(self, docs: Sequence[IndexDoc]) -> Callable[[], Any] | None:
