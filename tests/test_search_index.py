@@ -754,6 +754,11 @@ def test_a_lone_phrase_checked_lazily_ranks_as_checking_every_memory(tmp_path: P
         candidates = set.intersection(*({h.docnum for h in s.search(Phrase("text", [w]), limit=None)}
                                         for w in words)) & allowed
         assert len(lazy.hits) <= lazy.total <= len(candidates)
+        assert not exact.total_estimated and "total_estimated" not in exact.to_dict()
+        if lazy.total_estimated:
+            assert lazy.to_dict()["total_estimated"] is True
+        else:                                   # every candidate checked: the total is exact
+            assert lazy.total == exact.total, words
         if lazy.total != exact.total:
             estimated += 1
             errors.append(abs(lazy.total - exact.total) / exact.total)

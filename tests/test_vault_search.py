@@ -180,3 +180,26 @@ def test_processes_writing_with_an_index_lose_no_update(tmp_path: Path) -> None:
     finally:
         index.close()
     assert_clean(root)
+
+
+def test_an_estimated_phrase_total_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone phrase whose words are in many memories is checked only until the page is
+    full and its total estimated: the page, its JSON and the command line say "about"."""
+    from gitmem.search import rank
+    vault = Vault.init(tmp_path / "v", author="tester")
+    for i in range(60):
+        vault.add(f"Note {i}", f"The dark mode of editor {i} is on." if i % 3 else f"Dark rooms and a mode {i}.")
+    vault.close()
+    # (the thresholds of a 100k vault, scaled down to 60 memories)
+    monkeypatch.setattr(rank, "LAZY_PHRASE_DOCS", 0)
+    monkeypatch.setattr(rank, "PHRASE_SAMPLE", 4)
+    monkeypatch.setattr(rank, "PHRASE_SAMPLE_MATCHES", 2)
+    with Vault.open(tmp_path / "v") as v:
+        page = v.search('"dark mode"', limit=2)
+        assert page.total_estimated and page.to_dict()["total_estimated"] is True
+        assert len(page.hits) == 2 and page.total > 2
+        assert not v.search("dark", limit=2).total_estimated          # counted
+    out = CliRunner().invoke(cli, ["-C", str(tmp_path / "v"), "search", '"dark mode"', "--limit", "2"])
+    assert out.exit_code == 0 and "2 of about " in out.output, out.output
+    out = CliRunner().invoke(cli, ["-C", str(tmp_path / "v"), "search", "dark", "--limit", "2"])
+    assert "2 of 60 result(s)" in out.output, out.output

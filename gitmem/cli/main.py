@@ -497,7 +497,8 @@ def _hits(page: Any) -> str:
         lines.append(f"{hit.score:6.2f}  {hit.id[:8]}  {hit.tier:<10}  {hit.type:<11}  {hit.title}")
         if hit.snippet:
             lines.append(f"        {hit.snippet}")
-    shown = f"{len(page.hits)} of {page.total} result(s)" if page.total else "no results"
+    about = "about " if page.total_estimated else ""
+    shown = f"{len(page.hits)} of {about}{page.total} result(s)" if page.total else "no results"
     if page.suggestion:
         shown += f"; did you mean: {page.suggestion}"
     if page.commit:

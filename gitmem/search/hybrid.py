@@ -77,7 +77,7 @@ def hybrid_search(index: SearchIndex, store: VectorStore, embedder: Embedder, qu
         lexical = index.search(query, limit=want, offset=0, include_inactive=include_inactive,
                                filters=filters)
         return SearchPage(lexical.hits[offset:want], lexical.total, lexical.suggestion,
-                          lexical.mode)
+                          lexical.mode, total_estimated=lexical.total_estimated)
     # The neighbour prior is applied once, to the fused scores.
     lexical = index.search(query, limit=n, include_inactive=include_inactive, filters=filters,
                            neighbours=False)
@@ -108,4 +108,4 @@ def hybrid_search(index: SearchIndex, store: VectorStore, embedder: Embedder, qu
         h.score = round(scores[p], 4)
         hits.append(h)
     return SearchPage(hits, lexical.total + len(allowed), None if hits else lexical.suggestion,
-                      "hybrid")
+                      "hybrid", total_estimated=lexical.total_estimated)

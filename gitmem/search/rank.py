@@ -50,7 +50,7 @@ from typing import Any, Protocol, TypeVar
 
 from . import query as sq
 
-__all__ = ["PREFIX_EXPANSION_LIMIT", "LAZY_PHRASE_DOCS", "PHRASE_SAMPLE", "PHRASE_SAMPLE_MATCHES", "TEXT",
+__all__ = ["PREFIX_EXPANSION_LIMIT", "Estimate", "LAZY_PHRASE_DOCS", "PHRASE_SAMPLE", "PHRASE_SAMPLE_MATCHES", "TEXT",
            "SearchConfig", "Analysis", "Segment", "Postings",
            "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance"]
 
@@ -168,6 +168,10 @@ class Postings(Protocol):
         """Each document's live neighbours one ``follows`` link away (the memory it
         follows and those that follow it)."""
         ...
+
+
+class Estimate(int):
+    """A total of matches estimated from a sample (:meth:`Ranker.rank_phrase`), not counted."""
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -579,7 +583,7 @@ class Ranker:
         matched |= in_sample
         checked.update(sample)
         total = len(matched) + round((len(ids) - len(checked)) * len(in_sample) / len(sample))
-        return ranked[:want], total, "all-words"
+        return ranked[:want], Estimate(total), "all-words"
 
     def _lends(self, r: Postings) -> bool:
         """Whether a memory of the index may lend another score (a ``source`` shared, for

@@ -37,8 +37,9 @@ class SearchHit:
 @dataclass
 class SearchPage:
     """One page of results; ``total`` counts every match (for a query that is one phrase
-    whose words are all in more than 5,000 memories, it is estimated: see
-    :meth:`gitmem.search.rank.Ranker.rank_phrase`), ``suggestion`` is a corrected
+    whose words are all in more than 5,000 memories, it may be estimated: then
+    ``total_estimated`` is true, see :meth:`gitmem.search.rank.Ranker.rank_phrase`),
+    ``suggestion`` is a corrected
     query when nothing matched and a word has a close indexed alternative, ``notice``
     says why a search was not done as asked (e.g. by words only, the vectors file
     being damaged)."""
@@ -48,10 +49,13 @@ class SearchPage:
     mode: str               # all-words | any-words | syntax | filter | hybrid
     commit: str | None = None   # the commit searched, when searching the vault as of one
     notice: str | None = None
+    total_estimated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"hits": [h.to_dict() for h in self.hits], "total": self.total,
                                "suggestion": self.suggestion, "mode": self.mode}
+        if self.total_estimated:
+            out["total_estimated"] = True
         if self.commit is not None:
             out["commit"] = self.commit
         if self.notice is not None:

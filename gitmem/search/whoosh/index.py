@@ -39,7 +39,7 @@ from whoosh.filedb.filestore import FileStorage
 
 from ...errors import InvalidQuery, StorageError
 from .. import query as sq
-from ..rank import Ranker, SearchConfig
+from ..rank import Estimate, Ranker, SearchConfig
 from ..results import SearchHit, SearchPage, hit
 from ..snippet import Snippeter
 from ..state import read_json, write_json_atomic
@@ -323,7 +323,7 @@ class SearchIndex(SegmentWriting):
         snippet = Snippeter(hl, self._an.key)
         hits = [hit(s.stored_fields(dn), sc, snippet) for dn, sc in ranked[offset:want]]
         suggestion = self._rank.suggest(r, pq, query) if total == 0 else None
-        return SearchPage(hits, total, suggestion, mode)
+        return SearchPage(hits, int(total), suggestion, mode, total_estimated=isinstance(total, Estimate))
 
     def _hidden(self, s: Any) -> set[int]:
         """Archived, deleted and superseded documents (kept until the searcher changes)."""
