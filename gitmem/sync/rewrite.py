@@ -57,6 +57,8 @@ from ..memory.paths import MEMORY_MD
 from ..search.vectors import forget_removed
 from ..store.catalog import id_from_blob
 from ..store.git import blob_id
+from ..store.housekeeping import LOCK_WAIT, REPACK_LOCK
+from ..store.locking import try_flock
 from ..store.purged import PURGE_JOURNAL, record_purged
 from ..store.recovery import PendingObjects, needs_recovery, recover
 from ..write.memory_md import render_memory_md
@@ -741,19 +743,28 @@ def forget_old_objects(services: Parts) -> int:
     one a sync moved in from its quarantine) is removed by a second repack, so no
     old version survives, packed or loose."""
     from dulwich.gc import find_reachable_objects, garbage_collect
-    repo = services.store.git.repo
-    logs = services.store.git.git_dir / "logs"
+    git_dir, repo = services.store.git.git_dir, services.store.git.repo
+    logs = git_dir / "logs"
     if logs.exists():
         shutil.rmtree(logs)
-    stats = garbage_collect(repo, prune=True, grace_period=None)
-    pruned = set(stats.pruned_objects)
-    store = repo.object_store
-    store.close()   # forget the cached pack list: the next look lists the pack folder again
-    reachable = find_reachable_objects(store, repo.refs, include_reflogs=False)
-    left = {sha for sha in _objects_on_disk(services) if sha not in reachable}
-    if left:
-        store.repack(exclude=left)
-        pruned |= left
+    # Packing deletes packed loose objects without the vault lock: not while gc reads them.
+    with try_flock(git_dir / "gitmem" / REPACK_LOCK, LOCK_WAIT + 5.0):
+        for attempt in range(3):
+            try:
+                stats = garbage_collect(repo, prune=True, grace_period=None)
+                break
+            except FileNotFoundError:   # a loose object moved into a pack meanwhile
+                repo.object_store.close()
+                if attempt == 2:
+                    raise
+        pruned = set(stats.pruned_objects)
+        store = repo.object_store
+        store.close()   # forget the cached pack list: the next look lists the pack folder again
+        reachable = find_reachable_objects(store, repo.refs, include_reflogs=False)
+        left = {sha for sha in _objects_on_disk(services) if sha not in reachable}
+        if left:
+            store.repack(exclude=left)
+            pruned |= left
     return len(pruned)
 
 
