@@ -783,25 +783,37 @@ def test_memories_that_lend_each_other_score_rank_a_phrase_with_every_match(tmp_
     ix.close()
 
 
-def test_prefix_scores_added_into_one_map_equal_a_map_per_word(tmp_path: Path) -> None:
-    """A prefix's words are scored straight into one map where no memory has a context
-    (``Ranker.own_text_scores``): the same documents and sums as a map per word added
-    up, on a fragmented index with deletions."""
+@pytest.mark.parametrize("context", [False, True])
+def test_prefix_scores_summed_as_arrays_equal_a_map_per_word(tmp_path: Path, context: bool) -> None:
+    """A prefix's words are scored and summed as arrays (``Ranker.own_text_scores``):
+    the same documents and the same sums, to the last bit, as a map per word (words
+    held only in a memory's context left out) added up, on a fragmented index with
+    deletions, with and without memories that have a context."""
     from gitmem.search.rank import TEXT, add_scores
     ix = SearchIndex(tmp_path / "p")
     rng = random.Random(8)
     vocab = [f"{a}{b}" for a in ("cal", "cam", "can", "car") for b in ("a", "bo", "dix", "e", "mon", "ter")]
-    ix.rebuild(doc(f"d{i:03d}.md", " ".join(rng.choices(vocab, k=rng.randint(3, 30)))) for i in range(300))
-    for i in range(8):
-        ix.upsert([doc(f"d{rng.randrange(320):03d}.md", " ".join(rng.choices(vocab, k=12)))])
+
+    def words(k: int) -> str:
+        return " ".join(rng.choices(vocab, k=k))
+
+    def made(i: int, k: int) -> IndexDoc:
+        return doc(f"d{i:03d}.md", words(k), **({"context": words(6)} if context and i % 3 == 0 else {}))
+
+    ix.rebuild(made(i, rng.randint(3, 30)) for i in range(300))
+    for _ in range(8):
+        ix.upsert([made(rng.randrange(320), 12)])
     ix.delete([f"d{i:03d}.md" for i in range(50, 60)])
     r = ix._postings(ix._refresh())
     assert len(r.segments()) > 3 and any(seg.deleted for seg in r.segments())
+    assert any(ix._rank.segment_info(seg)[2] for seg in r.segments()) == context
     for prefix in ("ca", "cam", "carm", "c", "cant"):
         stems = list(dict.fromkeys(ix._an.stem(t) for t in ix._rank.prefix_terms(r, prefix)))
-        each = add_scores([ix._rank.term_scores(r, TEXT, st) for st in stems])
+        each = add_scores([ix._rank.in_own_text(r, st, ix._rank.term_scores(r, TEXT, st)) for st in stems])
         assert ix._rank.own_text_scores(r, stems) == each, prefix
         assert ix.search(f"{prefix}*", limit=500).total == len(each), prefix
+    if context:     # (a word only in some contexts is left out of those memories)
+        assert each != add_scores([ix._rank.term_scores(r, TEXT, st) for st in stems])
     ix.close()
 
 

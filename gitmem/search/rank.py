@@ -12,14 +12,17 @@ by the index through a callback.
   time: several times faster than Whoosh's matchers in pure Python, exact totals, the same
   ranking for every page.
 - A phrase reads its words' document ids and weights (rarest word first, later words only
-  in the blocks that can hold a candidate), intersects them, and reads positions only of
-  the documents holding every word; positions are stored as machine arrays
+  in the blocks that can hold a candidate), intersects and scores them as numpy arrays,
+  and reads positions only of the documents holding every word, from the blocks already
+  read; positions are stored as machine arrays
   (``gitmem.search.whoosh.schema``), so the check is a few C calls per document.  Whoosh's span
   matcher spent ~27 µs per such document (0.3 s for two words that are in most memories).
   A phrase scores what Whoosh gave it: the sum of its words' scores (a repeated word
   counts twice), so a query that is one phrase checks positions lazily, best candidate
   first, until its page is full (:meth:`Ranker.rank_phrase`; two words in nearly every one
   of 100,000 memories: 60,000 documents to check otherwise).
+- A prefix's words (up to :data:`PREFIX_EXPANSION_LIMIT`) are scored and summed as numpy
+  arrays, a segment at a time.  numpy is imported by the first phrase or prefix query.
 - A group prior: memories sharing ``source`` (a conversation, a session) lend each other
   30% of the sum of their group's best three scores.
 - The author: a word (or two or three words in a row) of a natural query that is a
@@ -44,14 +47,14 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, mul, not_, truediv
+from operator import add, not_, truediv
 from operator import neg as neg_
 from typing import Any, Protocol, TypeVar
 
 from . import query as sq
 
 __all__ = ["PREFIX_EXPANSION_LIMIT", "Estimate", "LAZY_PHRASE_DOCS", "PHRASE_SAMPLE", "PHRASE_SAMPLE_MATCHES", "TEXT",
-           "SearchConfig", "Analysis", "Segment", "Postings",
+           "SearchConfig", "Analysis", "Blocks", "Segment", "Postings",
            "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance"]
 
 PREFIX_EXPANSION_LIMIT = 50   # a prefix becomes at most this many (most frequent) words
@@ -101,6 +104,23 @@ class Analysis(Protocol):
     def stem(self, word: str) -> str: ...
 
 
+class Blocks(Protocol):
+    """Blocks of a term's postings read for a query (:meth:`Segment.read`)."""
+
+    ids: list[Sequence[int]]            # per block: its documents (segment-local, ascending)
+    weights: list[Sequence[float]]      # ... and their weights
+
+    def values_for(self, wanted: Sequence[int]) -> dict[int, bytes]:
+        """The posting values (``text``: positions) of ``wanted`` (sorted ids, each in a
+        block read)."""
+        ...
+
+    def joined(self) -> tuple[Sequence[int], Sequence[float]]:
+        """Every id and weight of the blocks read, in order, as buffers (``array("I")``
+        and ``array("f")``: numpy reads them without a copy)."""
+        ...
+
+
 class Segment(Protocol):
     """One segment of the index, as :mod:`gitmem.search.whoosh.postings` hands it over.  Document
     numbers are local to the segment (``base`` + local = number in the whole index);
@@ -123,10 +143,9 @@ class Segment(Protocol):
         documents included; ``wanted`` (sorted ids) skips blocks holding none of them."""
         ...
 
-    def postings_for(self, fieldname: str, text: str,
-                     wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
-        """Weights and values of the term's postings for ``wanted`` (sorted ids, all of which
-        hold the term)."""
+    def read(self, fieldname: str, text: str, wanted: Sequence[int] | None = None) -> Blocks:
+        """The term's postings: every block, or only the blocks holding one of ``wanted``
+        (sorted ids)."""
         ...
 
     def text_lengths(self) -> list[int]:
@@ -170,6 +189,13 @@ class Postings(Protocol):
         ...
 
 
+def numpy() -> Any:
+    """numpy, imported when a query first needs it (importing it takes ~80 ms: a plain
+    word query, the most common, does without)."""
+    import numpy as np
+    return np
+
+
 class Estimate(int):
     """A total of matches estimated from a sample (:meth:`Ranker.rank_phrase`), not counted."""
 
@@ -193,6 +219,7 @@ class Ranker:
         self.an = an
         self._segment_cache: dict[Any, tuple[list[int], list[str], list[int]]] = {}
         self._norm_cache: dict[Any, list[float]] = {}
+        self._dense_cache: dict[Any, Any] = {}
         self._links_cache: dict[Any, bool] = {}
 
     def segment_info(self, seg: Segment) -> tuple[list[int], list[str], list[int]]:
@@ -220,16 +247,23 @@ class Ranker:
                                      for n in self.segment_info(seg)[0]]
         return self._norm_cache[key]
 
+    def dense_norms(self, seg: Segment, avgfl: float, b: float) -> Any:
+        """:meth:`norms` as a numpy array (cached likewise)."""
+        key = (seg.key, avgfl, b)
+        if key not in self._dense_cache:
+            if len(self._dense_cache) > 64:
+                self._dense_cache.clear()
+            self._dense_cache[key] = numpy().asarray(self.norms(seg, avgfl, b))
+        return self._dense_cache[key]
+
     def term_scores(self, r: Postings, fieldname: str, text: str, boost: float = 1.0,
-                    b: float | None = None, into: dict[int, float] | None = None) -> dict[int, float]:
-        """BM25 scores (Whoosh's BM25F formula) of every live document containing the term;
-        with ``into``, added to the scores there (``into.get(d, 0.0) + score``, as
-        :func:`add_scores` adds) and ``into`` returned.
+                    b: float | None = None) -> dict[int, float]:
+        """BM25 scores (Whoosh's BM25F formula) of every live document containing the term.
 
         ``idf * (k1 + 1) * w / (w + norm)`` is computed by C-level ``map`` calls over a
         block of postings (no Python frame per posting)."""
         b = self.cfg.b if b is None else b
-        out: dict[int, float] = {} if into is None else into
+        out: dict[int, float] = {}
         df = r.doc_frequency(fieldname, text)
         if not df:
             return out
@@ -245,25 +279,65 @@ class Ranker:
                 ns = map(norm, ids) if norm else repeat(k1)
                 docs = map(base.__add__, ids) if base else ids
                 scores = map(scale.__mul__, map(truediv, weights, map(add, weights, ns)))
-                if into is not None:
-                    docs = list(docs)
-                    scores = map(add, map(out.get, docs, repeat(0.0)), scores)
                 out.update(zip(docs, scores, strict=True))
             for i in seg.deleted:
                 out.pop(base + i, None)
         return out
 
     def own_text_scores(self, r: Postings, stems: Iterable[str]) -> dict[int, float]:
-        """The summed scores of the documents holding any of ``stems`` in their own text
-        (``add_scores`` of each word's :meth:`in_own_text` scores).  Where no document has
-        a context, each word's scores are added straight into one map instead (the same
-        sums, in the same order, without a map per word)."""
-        if any(self.segment_info(seg)[2] for seg in r.segments()):
-            return add_scores([self.in_own_text(r, st, self.term_scores(r, TEXT, st)) for st in stems])
+        """The summed scores of the documents holding any of ``stems`` in their own text:
+        ``add_scores`` of each word's :meth:`in_own_text` scores, to the last bit.
+
+        A prefix expands to up to :data:`PREFIX_EXPANSION_LIMIT` words, often in most
+        memories (hundreds of thousands of postings at 100k), so the sums are numpy
+        array operations a segment at a time: each word's scores as :meth:`term_scores`
+        computes them, added word by word in order (``bincount`` adds in input order)."""
+        np = numpy()
+        k1, b, n_all = self.cfg.k1, self.cfg.b, r.doc_count_all()
+        scales: dict[str, float] = {}
+        for st in dict.fromkeys(stems):
+            df = r.doc_frequency(TEXT, st)
+            if df:
+                scales[st] = (math.log(n_all / (df + 1)) + 1) * (k1 + 1)
+        avgfl = (r.field_length(TEXT) / n_all) if n_all else 0.0
         out: dict[int, float] = {}
-        for st in stems:
-            self.term_scores(r, TEXT, st, into=out)
+        for seg in r.segments():
+            starts = self.segment_info(seg)[2]
+            norms = self.dense_norms(seg, avgfl or 1.0, b) if b else None
+            docs, parts = [], []
+            for st, scale in scales.items():
+                if not seg.doc_frequency(TEXT, st):
+                    continue
+                got = seg.read(TEXT, st)
+                ids, ws = map(np.asarray, got.joined())
+                w = ws.astype(np.float64)
+                part = scale * (w / (w + (k1 if norms is None else norms[ids])))
+                if starts:
+                    wanted = [d for d in ids.tolist() if starts[d]]
+                    drop = self.context_only(seg, starts, got, wanted) if wanted else []
+                    if drop:
+                        keep = ~np.isin(ids, drop)
+                        ids, part = ids[keep], part[keep]
+                docs.append(ids)
+                parts.append(part)
+            if not docs:
+                continue
+            ids = np.concatenate(docs)
+            sums, held = np.bincount(ids, np.concatenate(parts)), np.bincount(ids)
+            if seg.deleted:
+                gone = np.fromiter(seg.deleted, np.int64, len(seg.deleted))
+                held[gone[gone < len(held)]] = 0
+            found = np.flatnonzero(held)
+            out.update(zip((found + seg.base).tolist(), sums[found].tolist(), strict=True))
         return out
+
+    @staticmethod
+    def context_only(seg: Segment, starts: Sequence[int], got: Blocks, wanted: Sequence[int]) -> list[int]:
+        """Those of ``wanted`` (sorted segment-local ids of documents holding the word of
+        ``got``, its blocks holding them) that hold it only in their context: its first
+        position is past their context start (``starts``)."""
+        decode = seg.positions
+        return [d for d, value in got.values_for(wanted).items() if decode(value)[0] >= starts[d]]
 
     def _idf(self, r: Postings, fieldname: str, text: str, boost: float = 1.0) -> float:
         df = r.doc_frequency(fieldname, text)
@@ -279,11 +353,8 @@ class Ranker:
                 continue
             base, end = seg.base, seg.base + len(starts)
             wanted = sorted(d - base for d in scores if base <= d < end and starts[d - base])
-            if not wanted:
-                continue
-            decode = seg.positions
-            for d, value in seg.postings_for(TEXT, stem, wanted)[1].items():
-                if decode(value)[0] >= starts[d]:
+            if wanted:
+                for d in self.context_only(seg, starts, seg.read(TEXT, stem, wanted), wanted):
                     del scores[base + d]
         return scores
 
@@ -292,22 +363,25 @@ class Ranker:
         words in this order, in their own text (with ``own``; else anywhere, context
         included): the sum of the words' BM25 scores, as Whoosh scores a phrase."""
         out: dict[int, float] = {}
-        for seg, cands, scores in self.phrase_candidates(r, stems):
-            found = set(self._phrase_in(seg, stems, self.segment_info(seg)[2] if own else [], cands))
+        for seg, cands, scores, lists in self.phrase_candidates(r, stems):
+            found = set(self._phrase_in(seg, lists, stems, self.segment_info(seg)[2] if own else [], cands))
             keep = list(map(found.__contains__, cands))
             out.update(zip(map(seg.base.__add__, compress(cands, keep)), compress(scores, keep), strict=True))
         return out
 
     def phrase_candidates(self, r: Postings, stems: Sequence[str]) -> Iterator[tuple[Segment, list[int],
-                                                                                    list[float]]]:
+                                                                                    list[float], dict[str, Blocks]]]:
         """Per segment: the live documents holding every word of the phrase (``stems``),
-        as sorted segment-local ids, and the score each gets if it holds the phrase (the
-        sum of its words' BM25 scores: the phrase check only filters).  Segments without
-        one are left out.
+        as sorted segment-local ids, the score each gets if it holds the phrase (the
+        sum of its words' BM25 scores: the phrase check only filters), and each word's
+        posting blocks read (they hold the candidates' positions).  Segments without a
+        candidate are left out.
 
         Ids and weights are read a block at a time, rarest word first, later words only
-        in the blocks that can hold a candidate; scores are C-level ``map`` calls (no
-        Python frame per document)."""
+        in the blocks that can hold a candidate; intersections and scores are numpy
+        array operations (two words in most of 100,000 memories: tens of thousands of
+        candidates), a word at a time, rarest first."""
+        np = numpy()
         k1, b, n_all = self.cfg.k1, self.cfg.b, r.doc_count_all()
         avgfl = ((r.field_length(TEXT) / n_all) if n_all else 0.0) or 1.0
         idf = {st: self._idf(r, TEXT, st) * n for st, n in Counter(stems).items()}
@@ -317,45 +391,54 @@ class Ranker:
             dfs = sorted((seg.doc_frequency(TEXT, st), st) for st in idf)
             if not dfs[0][0]:
                 continue
-            weights: dict[str, dict[int, float]] = {}
+            lists: dict[str, Blocks] = {}
+            weights: dict[str, Any] = {}
             docs: Any = None
             for df, st in dfs:
                 # (blocks without a candidate are skipped only when candidates are few:
                 # with many, nearly every block holds one)
-                wanted = None if docs is None or len(docs) * 8 >= df else sorted(docs)
-                found: dict[int, float] = {}
-                for ids, ws, _ in seg.blocks(TEXT, st, False, wanted):
-                    found.update(zip(ids, ws, strict=True))
-                weights[st] = found
-                docs = found.keys() if docs is None else docs & found.keys()
-                if not docs:
+                wanted = None if docs is None or len(docs) * 8 >= df else docs.tolist()
+                got = lists[st] = seg.read(TEXT, st, wanted)
+                ids, ws = map(np.asarray, got.joined())
+                if not len(ids):                 # (no block held a candidate)
+                    docs = ids
                     break
-            if not docs:
+                if docs is None:
+                    docs, weights[st] = ids, ws
+                    continue
+                at = np.minimum(np.searchsorted(ids, docs), len(ids) - 1)
+                both = ids[at] == docs
+                docs = docs[both]
+                weights = {k: v[both] for k, v in weights.items()}
+                weights[st] = ws[at[both]]
+                if not len(docs):
+                    break
+            if seg.deleted and len(docs):
+                live = ~np.isin(docs, np.fromiter(seg.deleted, np.uint32, len(seg.deleted)))
+                docs = docs[live]
+                weights = {k: v[live] for k, v in weights.items()}
+            if not len(docs):
                 continue
-            cands = sorted(set(docs) - seg.deleted if seg.deleted else docs)
-            norms = list(map(self.norms(seg, avgfl, b).__getitem__, cands)) if b else None
-            scores: list[float] | None = None
+            norm = self.dense_norms(seg, avgfl, b)[docs] if b else k1
+            scores: Any = None
             for _, st in dfs:                                     # (the order of the sum)
-                ws = list(map(weights[st].__getitem__, cands))
-                # idf * w * (k1 + 1) / (w + norm), a word at a time
-                part = map(truediv, map(mul, map(idf[st].__mul__, ws), repeat(k1 + 1)),
-                           map(add, ws, repeat(k1) if norms is None else norms))
-                scores = list(part) if scores is None else list(map(add, scores, part))
-            if cands and scores:
-                yield seg, cands, scores
+                w = weights[st].astype(np.float64)
+                part = idf[st] * w * (k1 + 1) / (w + norm)
+                scores = part if scores is None else scores + part
+            yield seg, docs.tolist(), scores.tolist(), lists
 
     @staticmethod
-    def _phrase_in(seg: Segment, stems: Sequence[str], starts: Sequence[int],
+    def _phrase_in(seg: Segment, lists: dict[str, Blocks], stems: Sequence[str], starts: Sequence[int],
                    cands: Sequence[int]) -> list[int]:
         """Those of ``cands`` (sorted segment-local ids, each holding every word) that hold
         the phrase; where ``starts`` gives a document's context start, the phrase must
-        begin before it.
+        begin before it.  ``lists``: each word's posting blocks, those holding ``cands``.
 
-        The positions of just those documents are read (``Segment.postings_for``).  For
+        The positions of just those documents are cut out of the blocks.  For
         two words the check runs as C-level ``map`` calls (decode, set, isdisjoint): no
         Python frame per document; documents with a context are checked again, a Python
         call each."""
-        values = {st: seg.postings_for(TEXT, st, cands)[1] for st in dict.fromkeys(stems)}
+        values = {st: lists[st].values_for(cands) for st in dict.fromkeys(stems)}
         decode = seg.positions
         if len(stems) == 2:
             firsts = map(set, map(decode, map(values[stems[0]].__getitem__, cands)))
@@ -386,7 +469,7 @@ class Ranker:
                     src.update((d, sources[d - base]) for d in scores if base <= d < hi)
             if src:
                 scores = group_prior(scores, src, self.cfg.group_weight, self.cfg.group_depth)
-        if neighbours and self.cfg.neighbour_weight and len(scores) > 1:
+        if neighbours and self.cfg.neighbour_weight and len(scores) > 1 and self.any_links(r):
             scores = neighbour_prior(scores, r.linked, self.cfg.neighbour_weight, self.cfg.neighbour_depth)
         order = r.order
         if order is not None:   # a snapshot: equal scores in path order, as in a fresh index
@@ -531,13 +614,13 @@ class Ranker:
         parts = list(self.phrase_candidates(r, stems))
         ids: list[int] = []
         scores: list[float] = []
-        for seg, cands, values in parts:           # (in document order)
+        for seg, cands, values, _ in parts:        # (in document order)
             ids += map(seg.base.__add__, cands)
             scores += values
         if allow is not None or restrict:
             keep = [(allow is None or d in allow) and not (restrict and d in restrict) for d in ids]
             ids, scores = list(compress(ids, keep)), list(compress(scores, keep))
-        bases = [seg.base for seg, _, _ in parts]
+        bases = [seg.base for seg, _, _, _ in parts]
 
         def check(docs: Iterable[int]) -> set[int]:
             """Those of ``docs`` (numbers in the whole index) holding the phrase."""
@@ -546,9 +629,10 @@ class Ranker:
                 by_seg.setdefault(bisect_right(bases, d) - 1, []).append(d)
             out: set[int] = set()
             for i, ds in by_seg.items():
-                seg = parts[i][0]
+                seg, _, _, lists = parts[i]
                 local = sorted(d - seg.base for d in ds)
-                out.update(map(seg.base.__add__, self._phrase_in(seg, stems, self.segment_info(seg)[2], local)))
+                out.update(map(seg.base.__add__,
+                               self._phrase_in(seg, lists, stems, self.segment_info(seg)[2], local)))
             return out
 
         if len(ids) <= LAZY_PHRASE_DOCS:
@@ -557,20 +641,21 @@ class Ranker:
             return self.top(r, hits, want), len(hits), "all-words" if hits else "any-words"
         # Best first (ties by document number, as Ranker.top orders them), checked a
         # batch at a time until the page is full.
-        heap = list(zip(map(neg_, scores), ids, strict=True))
-        heapq.heapify(heap)
+        np = numpy()
+        order = np.lexsort((np.asarray(ids), -np.asarray(scores))).tolist()
         ranked: list[tuple[int, float]] = []
         checked: set[int] = set()
         matched: set[int] = set()
-        batch = max(2 * want, 16)
-        while len(ranked) < want and heap:
-            popped = [heapq.heappop(heap) for _ in range(min(batch, len(heap)))]
-            found = check(d for _, d in popped)
-            checked.update(d for _, d in popped)
+        batch, done = max(2 * want, 16), 0
+        while len(ranked) < want and done < len(order):
+            popped = [(ids[i], scores[i]) for i in order[done:done + batch]]
+            done += len(popped)
+            found = check(d for d, _ in popped)
+            checked.update(d for d, _ in popped)
             matched |= found
-            ranked += [(d, -neg) for neg, d in popped if d in found]
+            ranked += [(d, v) for d, v in popped if d in found]
             batch *= 2
-        if not heap:                              # every candidate checked: exact
+        if done == len(order):                    # every candidate checked: exact
             return ranked[:want], len(matched), "all-words" if matched else "any-words"
         # The total: an evenly spread sample (every step-th candidate), doubled until it
         # holds PHRASE_SAMPLE_MATCHES matches (or is every candidate: then exact).
@@ -588,9 +673,11 @@ class Ranker:
     def _lends(self, r: Postings) -> bool:
         """Whether a memory of the index may lend another score (a ``source`` shared, for
         the group prior, or a ``follows`` link, for the neighbour prior)."""
+        return any(self.segment_info(seg)[1] for seg in r.segments()) or self.any_links(r)
+
+    def any_links(self, r: Postings) -> bool:
+        """Whether a memory of the index follows another (cached per segment)."""
         for seg in r.segments():
-            if self.segment_info(seg)[1]:
-                return True
             key = seg.key
             if key not in self._links_cache:
                 if len(self._links_cache) > 64:

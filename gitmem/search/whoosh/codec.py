@@ -17,7 +17,7 @@ import struct
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -26,9 +26,10 @@ from whoosh.codec.whoosh3 import WHOOSH3_HEADER_MAGIC, W3Codec, W3FieldWriter, W
 from whoosh.system import pack_uint
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
-__all__ = ["PostingsWriter", "LeafMatcher", "FieldWriter", "KnownLengths", "Codec", "CODEC", "MemoryPool",
-           "TermPostings", "term_values"]
+__all__ = ["PostingsWriter", "LeafMatcher", "BlockValues", "FieldWriter", "KnownLengths", "Codec", "CODEC",
+           "MemoryPool", "TermPostings", "term_values"]
 
+# Whoosh's own W3 blocks pickle Python lists, an object per posting id, weight and
 # value (~400 objects and a generator per block: most of a phrase query's time); here
 # ids, weights and value lengths are machine arrays and the values one string, so reading
 # a block is a few C calls.  Uncompressed (zlib was half the cost of reading a common
@@ -173,34 +174,49 @@ class LeafMatcher(W3LeafMatcher):
         self._weights = (array("f", (1.0,)) * self._blocklength if ws is None
                          else array("f", ws) if isinstance(ws, bytes) else ws)
 
-    def _packed(self) -> tuple[bytes, list[int]] | None:
-        """The block's values string and each value's end offset, if this codec packed
-        them (variable-size values); None for blocks in Whoosh's own layout."""
+    def _packed(self) -> BlockValues | None:
+        """The block's values, if this codec packed them (variable-size values: one
+        string and the values' lengths); None for blocks in Whoosh's own layout."""
         if self._data is None:
             self._read_data()
-        vs, n, fixed = self._data[2], self._blocklength, self._fixedsize
+        vs, fixed = self._data[2], self._fixedsize
         if not isinstance(vs, bytes) or not (fixed is None or fixed < 0):
             return None
-        return vs, list(accumulate(array("I", vs[:4 * n]), initial=4 * n))
+        return BlockValues(vs, self._blocklength)
 
     def _read_values(self) -> None:
         packed = self._packed()
         if packed is None:
             super()._read_values()
         else:
-            vs, ends = packed
-            self._values = tuple(map(vs.__getitem__, map(slice, ends, ends[1:])))
+            self._values = tuple(packed.at(range(self._blocklength)))
 
-    def values_at(self, at: Sequence[int]) -> list[bytes]:
-        """The values of the postings at these indexes of the current block, without
-        cutting out the others (a phrase needs the positions of a few documents)."""
+    def block_values(self) -> Callable[[Sequence[int]], list[bytes]] | None:
+        """The values of the current block's postings at given indexes, cut out when
+        asked (kept past the block: a phrase reads the positions of a few documents
+        of blocks it read before); None for a block in Whoosh's own layout."""
         packed = self._packed()
-        if packed is None:
-            self._read_values()
-            return [self._values[i] for i in at]
-        vs, ends = packed
-        return list(map(vs.__getitem__, map(slice, map(ends.__getitem__, at),
-                                            map(ends.__getitem__, map((1).__add__, at)))))
+        return None if packed is None else packed.at
+
+
+class BlockValues:
+    """A packed block's values: one string, the value lengths in front; each value's
+    offset is worked out the first time one is asked for."""
+
+    __slots__ = ("_vs", "_n", "_ends")
+
+    def __init__(self, vs: bytes, n: int) -> None:
+        self._vs, self._n = vs, n
+        self._ends: list[int] | None = None
+
+    def at(self, at: Sequence[int] | range) -> list[bytes]:
+        """The values at these indexes of the block."""
+        ends = self._ends
+        if ends is None:
+            n = self._n
+            ends = self._ends = list(accumulate(array("I", self._vs[:4 * n]), initial=4 * n))
+        return list(map(self._vs.__getitem__, map(slice, map(ends.__getitem__, at),
+                                                   map(ends.__getitem__, map((1).__add__, at)))))
 
 
 class FieldWriter(W3FieldWriter):

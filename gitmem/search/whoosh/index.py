@@ -338,8 +338,11 @@ class SearchIndex(SegmentWriting):
         with self._lock:
             try:
                 s = self._refresh()
+                postings = self._postings(s)
+                if not self._rank.any_links(postings):      # (most vaults: no lookups at all)
+                    return {}
                 by_doc = {d: p for p in set(paths) for d in self._docs(s, wq.Term("path", p))}
-                near = self._postings(s).linked(by_doc)
+                near = postings.linked(by_doc)
                 return {by_doc[d]: [s.stored_fields(n)["path"] for n in ns] for d, ns in near.items()}
             except READ_ERRORS as exc:   # as in search()
                 self._searcher = None

@@ -10,6 +10,8 @@ the past, :mod:`.versions`) scored as a fresh index of just them would be.
 
 from __future__ import annotations
 
+import functools
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -19,7 +21,8 @@ from whoosh.reading import TermNotFound
 
 from ..rank import TEXT as TEXT_FIELD
 
-__all__ = ["BLOCK_API", "blocks", "has_blocks", "unblocked", "one_at_a_time", "postings_for", "term_text",
+__all__ = ["BLOCK_API", "blocks", "pick", "has_blocks", "unblocked", "one_at_a_time", "PostingBlocks", "read",
+           "term_text",
            "SegmentView", "PostingsView", "Snapshot", "SnapshotPostings"]
 
 
@@ -30,10 +33,11 @@ __all__ = ["BLOCK_API", "blocks", "has_blocks", "unblocked", "one_at_a_time", "p
 BLOCK_API = ("_read_ids", "_read_weights", "_next_block", "_maxid")
 
 
-def blocks(matcher: Any, values: bool = False,
-           wanted: Sequence[int] | None = None) -> Iterator[tuple[Sequence, Sequence, Sequence]]:
+def blocks(matcher: Any, values: bool = False, wanted: Sequence[int] | None = None,
+           cut: bool = False) -> Iterator[tuple[Sequence, Sequence, Any]]:
     """(ids, weights, values or ()) of a segment's posting list, a block at a time: plain
-    arrays for :mod:`gitmem.search.rank` (deleted documents included).
+    arrays for :mod:`gitmem.search.rank` (deleted documents included).  With ``cut``, the
+    third item cuts the values at given indexes of the block out when called instead.
 
     ``wanted`` (sorted segment-local ids) skips blocks holding none of them without
     decoding them.  A posting list inlined in the term table (one posting) is read as it
@@ -42,6 +46,7 @@ def blocks(matcher: Any, values: bool = False,
     m = getattr(matcher, "child", matcher)      # deletions are filtered by the caller
     if has_blocks(m):
         low = -1
+        packed = getattr(m, "block_values", None)     # gitmem's codec
         while m.is_active():
             high = m._maxid
             if wanted is None or bisect_right(wanted, high) > bisect_right(wanted, low):
@@ -49,15 +54,22 @@ def blocks(matcher: Any, values: bool = False,
                     m._read_ids()
                 if m._weights is None:
                     m._read_weights()
-                if values and m._values is None:
+                cutter = packed() if cut and packed is not None else None
+                if cutter is None and (values or cut) and m._values is None:
                     m._read_values()
-                yield m._ids, m._weights, (m._values if values else ())
+                yield m._ids, m._weights, (cutter or functools.partial(pick, m._values) if cut
+                                           else m._values if values else ())
             low = high
             m._next_block()
-    elif isinstance(m, ListMatcher):            # a short list inlined in the term table
-        yield one_at_a_time(m, values)
-    else:
-        yield from unblocked(m, values)
+        return
+    parts = [one_at_a_time(m, values or cut)] if isinstance(m, ListMatcher) else unblocked(m, values or cut)
+    for ids, weights, vals in parts:              # (a short list inlined in the term table, or other)
+        yield ids, weights, (functools.partial(pick, vals) if cut else vals)
+
+
+def pick(values: Sequence[bytes], at: Iterable[int]) -> list[bytes]:
+    """``values`` at these indexes."""
+    return [values[i] for i in at]
 
 
 def has_blocks(m: Any) -> bool:
@@ -82,25 +94,60 @@ def one_at_a_time(m: Any, values: bool) -> tuple[list, list, list]:
     return ids, weights, vals
 
 
-def postings_for(matcher: Any, wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
-    """Weights and values of a posting list's postings for the documents in ``wanted``
-    (sorted segment-local ids, all of which hold the term): only the blocks holding one
-    are read, and only the wanted values are cut out of a block (with ``values_at``,
-    gitmem's codec) instead of every value of it."""
-    m = getattr(matcher, "child", matcher)
-    # gitmem's codec: called while ``blocks`` holds m at a block (so only when it can)
-    cut = getattr(m, "values_at", None) if has_blocks(m) else None
-    wts: dict[int, float] = {}
-    vals: dict[int, bytes] = {}
-    for ids, ws, vs in blocks(m, cut is None, wanted):
-        here = wanted[bisect_left(wanted, ids[0]):bisect_right(wanted, ids[-1])]
-        # Where the wanted ids sit in the block: a C-level scan each for a few, one
-        # id -> index map for many.
-        at = [ids.index(d) for d in here] if len(here) < 16 else \
-            list(map(dict(zip(ids, range(len(ids)), strict=True)).__getitem__, here))
-        wts.update(zip(here, map(ws.__getitem__, at), strict=True))
-        vals.update(zip(here, cut(at) if cut else map(vs.__getitem__, at), strict=True))
-    return wts, vals
+class PostingBlocks:
+    """The blocks of one posting list read for a query (:func:`read`): each block's ids
+    and weights, and its values cut out only when asked (a phrase reads the positions
+    of a few of the documents; the blocks are kept, so that costs no second read)."""
+
+    __slots__ = ("ids", "weights", "_cuts", "_lasts")
+
+    def __init__(self, parts: Iterable[tuple[Sequence[int], Sequence[float], Any]]) -> None:
+        self.ids: list[Sequence[int]] = []
+        self.weights: list[Sequence[float]] = []
+        self._cuts: list[Callable[[Sequence[int]], list[bytes]]] = []
+        for ids, weights, cut in parts:
+            if not len(ids):            # (a reader with nothing left to read)
+                continue
+            self.ids.append(ids)
+            self.weights.append(weights)
+            self._cuts.append(cut)
+        self._lasts = [ids[-1] for ids in self.ids]
+
+    def joined(self) -> tuple[array, array]:
+        """Every id (``array("I")``) and weight (``array("f")``) of the blocks read, in order."""
+        ids, weights = array("I"), array("f")
+        for i, w in zip(self.ids, self.weights, strict=True):
+            ids.extend(_as_extendable(i, "I"))
+            weights.extend(_as_extendable(w, "f"))
+        return ids, weights
+
+    def values_for(self, wanted: Sequence[int]) -> dict[int, bytes]:
+        """The values of the postings of ``wanted`` (sorted ids, each in a block read)."""
+        out: dict[int, bytes] = {}
+        lasts, j, n = self._lasts, 0, len(wanted)
+        while j < n:
+            k = bisect_left(lasts, wanted[j])        # the block holding wanted[j]
+            ids = self.ids[k]
+            end = bisect_right(wanted, lasts[k], j)
+            here = wanted[j:end]
+            # Where the wanted ids sit in the block: a C-level scan each for a few, one
+            # id -> index map for many.
+            at = [ids.index(d) for d in here] if len(here) < 16 else \
+                list(map(dict(zip(ids, range(len(ids)), strict=True)).__getitem__, here))
+            out.update(zip(here, self._cuts[k](at), strict=True))
+            j = end
+        return out
+
+
+def _as_extendable(part: Sequence, typecode: str) -> Sequence:
+    # An array of the same type is copied as one block of memory; one of another type
+    # cannot extend it at all.
+    return part.tolist() if isinstance(part, array) and part.typecode != typecode else part
+
+
+def read(matcher: Any, wanted: Sequence[int] | None = None) -> PostingBlocks:
+    """A posting list's blocks, only those holding one of ``wanted`` (sorted ids) if given."""
+    return PostingBlocks(blocks(matcher, False, wanted, cut=True))
 
 
 def term_text(term: str | bytes) -> str:
@@ -129,9 +176,8 @@ class SegmentView:
                wanted: Sequence[int] | None = None) -> Iterator[tuple[Sequence, Sequence, Sequence]]:
         return blocks(self._leaf.postings(fieldname, text), values, wanted)
 
-    def postings_for(self, fieldname: str, text: str,
-                     wanted: Sequence[int]) -> tuple[dict[int, float], dict[int, bytes]]:
-        return postings_for(self._leaf.postings(fieldname, text), wanted)
+    def read(self, fieldname: str, text: str, wanted: Sequence[int] | None = None) -> PostingBlocks:
+        return read(self._leaf.postings(fieldname, text), wanted)
 
     def text_lengths(self) -> list[int]:
         leaf = self._leaf
