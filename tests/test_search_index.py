@@ -705,11 +705,12 @@ def test_sparse_phrases_equal_whooshs_span_matcher(tmp_path: Path) -> None:
 def test_a_lone_phrase_checked_lazily_ranks_as_checking_every_memory(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch,
                                                                    b: float) -> None:
-    """A query that is one phrase ranks the memories holding its words by score and checks
-    their positions only until the page is full (``Ranker.rank_phrase``): the same hits,
-    order and scores as checking every one, on a fragmented index with deletions, hidden
-    memories and filters; the total is exact when every candidate was checked, else
-    estimated from a sample."""
+    """A query that is one phrase (``Ranker.rank_phrase``) ranks as the general path (a
+    map of every match) and as Whoosh's span matcher finds the matches, whether every
+    memory holding its words is checked at once or, past LAZY_PHRASE_POSITIONS, best
+    first until the page is full: the same hits, order and scores, on a fragmented index
+    with deletions, hidden memories and filters; the total is exact when every candidate
+    was checked, else estimated from a sample."""
     from whoosh.query import Phrase
     from gitmem.search import rank
     ix = SearchIndex(tmp_path / "p", config=SearchConfig(b=b))
@@ -732,14 +733,19 @@ def test_a_lone_phrase_checked_lazily_ranks_as_checking_every_memory(tmp_path: P
     for n in range(50):
         words = rng.choices(vocab, k=rng.choice([2, 2, 2, 3]))
         query, filters = '"' + " ".join(words) + '"', ({"tier": "long_term"} if n % 4 == 0 else None)
-        monkeypatch.setattr(rank, "LAZY_PHRASE_DOCS", 10**9)
+        with monkeypatch.context() as m:
+            m.setattr(rank.Ranker, "rank_phrase", lambda *args: None)
+            general = ix.search(query, limit=8, filters=filters)
         exact = ix.search(query, limit=8, filters=filters)
-        monkeypatch.setattr(rank, "LAZY_PHRASE_DOCS", 0)
+        assert [(h.path, h.score) for h in exact.hits] == [(h.path, h.score) for h in general.hits], words
+        assert (exact.mode, exact.total) == (general.mode, general.total), words
+        monkeypatch.setattr(rank, "LAZY_PHRASE_POSITIONS", 0)
         monkeypatch.setattr(rank, "PHRASE_SAMPLE", 40)
         monkeypatch.setattr(rank, "PHRASE_SAMPLE_MATCHES", 25)
         lazy = ix.search(query, limit=8, filters=filters)
         monkeypatch.setattr(rank, "PHRASE_SAMPLE", 500)
         monkeypatch.setattr(rank, "PHRASE_SAMPLE_MATCHES", 100)
+        monkeypatch.setattr(rank, "LAZY_PHRASE_POSITIONS", 1_000_000)
         assert [(h.path, h.score) for h in lazy.hits] == [(h.path, h.score) for h in exact.hits], words
         assert lazy.mode == exact.mode
         # every match, as Whoosh's span matcher finds it, ranked by score then document
@@ -798,7 +804,9 @@ def test_prefix_scores_summed_as_arrays_equal_a_map_per_word(tmp_path: Path, con
         return " ".join(rng.choices(vocab, k=k))
 
     def made(i: int, k: int) -> IndexDoc:
-        return doc(f"d{i:03d}.md", words(k), **({"context": words(6)} if context and i % 3 == 0 else {}))
+        return doc(f"d{i:03d}.md", words(k), tier=("short_term", "long_term")[i % 2],
+                   status="archived" if i % 17 == 0 else "active",
+                   **({"context": words(6)} if context and i % 3 == 0 else {}))
 
     ix.rebuild(made(i, rng.randint(3, 30)) for i in range(300))
     for _ in range(8):
@@ -811,7 +819,16 @@ def test_prefix_scores_summed_as_arrays_equal_a_map_per_word(tmp_path: Path, con
         stems = list(dict.fromkeys(ix._an.stem(t) for t in ix._rank.prefix_terms(r, prefix)))
         each = add_scores([ix._rank.in_own_text(r, st, ix._rank.term_scores(r, TEXT, st)) for st in stems])
         assert ix._rank.own_text_scores(r, stems) == each, prefix
-        assert ix.search(f"{prefix}*", limit=500).total == len(each), prefix
+        # a lone prefix is ranked as arrays: as the general path ranks it, hidden memories
+        # and filters included
+        for filters in (None, {"tier": "short_term"}):
+            alone = ix.search(f"{prefix}*", limit=20, filters=filters)
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(type(ix._rank), "rank_prefix", lambda *args: None)
+                general = ix.search(f"{prefix}*", limit=20, filters=filters)
+            assert [(h.path, h.score) for h in alone.hits] == [(h.path, h.score) for h in general.hits]
+            assert (alone.total, alone.mode) == (general.total, general.mode)
+        assert ix.search(f"{prefix}*", limit=500, include_inactive=True).total == len(each), prefix
     if context:     # (a word only in some contexts is left out of those memories)
         assert each != add_scores([ix._rank.term_scores(r, TEXT, st) for st in stems])
     ix.close()

@@ -191,7 +191,7 @@ def test_an_estimated_phrase_total_says_so(tmp_path: Path, monkeypatch: pytest.M
         vault.add(f"Note {i}", f"The dark mode of editor {i} is on." if i % 3 else f"Dark rooms and a mode {i}.")
     vault.close()
     # (the thresholds of a 100k vault, scaled down to 60 memories)
-    monkeypatch.setattr(rank, "LAZY_PHRASE_DOCS", 0)
+    monkeypatch.setattr(rank, "LAZY_PHRASE_POSITIONS", 0)
     monkeypatch.setattr(rank, "PHRASE_SAMPLE", 4)
     monkeypatch.setattr(rank, "PHRASE_SAMPLE_MATCHES", 2)
     with Vault.open(tmp_path / "v") as v:

@@ -42,23 +42,24 @@ import functools
 import heapq
 import math
 import re
-from bisect import bisect_right
+from array import array
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, not_, truediv
+from operator import add, truediv
 from operator import neg as neg_
 from typing import Any, Protocol, TypeVar
 
 from . import query as sq
 
-__all__ = ["PREFIX_EXPANSION_LIMIT", "Estimate", "LAZY_PHRASE_DOCS", "PHRASE_SAMPLE", "PHRASE_SAMPLE_MATCHES", "TEXT",
+__all__ = ["PREFIX_EXPANSION_LIMIT", "Estimate", "LAZY_PHRASE_POSITIONS", "PHRASE_SAMPLE", "PHRASE_SAMPLE_MATCHES",
+           "TEXT", "numpy",
            "SearchConfig", "Analysis", "Blocks", "Segment", "Postings",
            "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance"]
 
 PREFIX_EXPANSION_LIMIT = 50   # a prefix becomes at most this many (most frequent) words
-LAZY_PHRASE_DOCS = 5_000      # a lone phrase whose words are all in more memories is checked lazily
+LAZY_PHRASE_POSITIONS = 1_000_000   # a lone phrase whose words have more positions is checked lazily
 PHRASE_SAMPLE = 500           # ... its total estimated from about this many of those memories,
 PHRASE_SAMPLE_MATCHES = 100   # ... or more, until that many of them hold the phrase (~10%)
 NEIGHBOUR_POOL = 20           # the best this many memories take part in the neighbour prior
@@ -115,7 +116,17 @@ class Blocks(Protocol):
         block read)."""
         ...
 
-    def joined(self) -> tuple[Sequence[int], Sequence[float]]:
+    def positions(self, wanted: Sequence[int] | None = None) -> tuple[Any, Any, Any]:
+        """Every posting of the blocks read, or only those of ``wanted`` (sorted ids), as
+        numpy arrays: (ids, how many positions each has, all their positions one after
+        another)."""
+        ...
+
+    def position_count(self) -> int:
+        """How many positions the blocks read hold."""
+        ...
+
+    def joined(self) -> tuple[array, array]:
         """Every id and weight of the blocks read, in order, as buffers (``array("I")``
         and ``array("f")``: numpy reads them without a copy)."""
         ...
@@ -189,15 +200,15 @@ class Postings(Protocol):
         ...
 
 
+class Estimate(int):
+    """A total of matches estimated from a sample (:meth:`Ranker.rank_phrase`), not counted."""
+
+
 def numpy() -> Any:
     """numpy, imported when a query first needs it (importing it takes ~80 ms: a plain
     word query, the most common, does without)."""
     import numpy as np
     return np
-
-
-class Estimate(int):
-    """A total of matches estimated from a sample (:meth:`Ranker.rank_phrase`), not counted."""
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -286,7 +297,14 @@ class Ranker:
 
     def own_text_scores(self, r: Postings, stems: Iterable[str]) -> dict[int, float]:
         """The summed scores of the documents holding any of ``stems`` in their own text:
-        ``add_scores`` of each word's :meth:`in_own_text` scores, to the last bit.
+        ``add_scores`` of each word's :meth:`in_own_text` scores, to the last bit
+        (:meth:`own_text_arrays` as a map)."""
+        docs, scores = self.own_text_arrays(r, stems)
+        return dict(zip(docs.tolist(), scores.tolist(), strict=True))
+
+    def own_text_arrays(self, r: Postings, stems: Iterable[str]) -> tuple[Any, Any]:
+        """:meth:`own_text_scores` as two numpy arrays: the documents, ascending, and
+        their summed scores.
 
         A prefix expands to up to :data:`PREFIX_EXPANSION_LIMIT` words, often in most
         memories (hundreds of thousands of postings at 100k), so the sums are numpy
@@ -300,36 +318,41 @@ class Ranker:
             if df:
                 scales[st] = (math.log(n_all / (df + 1)) + 1) * (k1 + 1)
         avgfl = (r.field_length(TEXT) / n_all) if n_all else 0.0
-        out: dict[int, float] = {}
+        found_docs, found_sums = [np.zeros(0, np.int64)], [np.zeros(0)]
         for seg in r.segments():
             starts = self.segment_info(seg)[2]
-            norms = self.dense_norms(seg, avgfl or 1.0, b) if b else None
-            docs, parts = [], []
+            # every word's postings in one pair of arrays (few numpy calls per segment,
+            # not per word), each posting with its word's scale
+            all_ids, all_ws, sizes, word_scales = array("I"), array("f"), [], []
             for st, scale in scales.items():
-                if not seg.doc_frequency(TEXT, st):
+                got = seg.read(TEXT, st)          # (none read where the word is not)
+                if not got.ids:
                     continue
-                got = seg.read(TEXT, st)
-                ids, ws = map(np.asarray, got.joined())
-                w = ws.astype(np.float64)
-                part = scale * (w / (w + (k1 if norms is None else norms[ids])))
+                ids, ws = got.joined()
                 if starts:
-                    wanted = [d for d in ids.tolist() if starts[d]]
-                    drop = self.context_only(seg, starts, got, wanted) if wanted else []
+                    wanted = [d for d in ids if starts[d]]
+                    drop = set(self.context_only(seg, starts, got, wanted)) if wanted else None
                     if drop:
-                        keep = ~np.isin(ids, drop)
-                        ids, part = ids[keep], part[keep]
-                docs.append(ids)
-                parts.append(part)
-            if not docs:
+                        keep = [d not in drop for d in ids]
+                        ids, ws = array("I", compress(ids, keep)), array("f", compress(ws, keep))
+                all_ids += ids
+                all_ws += ws
+                sizes.append(len(ids))
+                word_scales.append(scale)
+            if not all_ids:
                 continue
-            ids = np.concatenate(docs)
-            sums, held = np.bincount(ids, np.concatenate(parts)), np.bincount(ids)
+            ids = np.frombuffer(all_ids, np.uint32).astype(np.int64)
+            w = np.frombuffer(all_ws, np.float32).astype(np.float64)
+            norm = k1 if not b else self.dense_norms(seg, avgfl or 1.0, b)[ids]
+            part = np.repeat(word_scales, sizes) * (w / (w + norm))
+            sums, held = np.bincount(ids, part), np.bincount(ids)
             if seg.deleted:
                 gone = np.fromiter(seg.deleted, np.int64, len(seg.deleted))
                 held[gone[gone < len(held)]] = 0
             found = np.flatnonzero(held)
-            out.update(zip((found + seg.base).tolist(), sums[found].tolist(), strict=True))
-        return out
+            found_docs.append(found + seg.base)
+            found_sums.append(sums[found])
+        return np.concatenate(found_docs), np.concatenate(found_sums)
 
     @staticmethod
     def context_only(seg: Segment, starts: Sequence[int], got: Blocks, wanted: Sequence[int]) -> list[int]:
@@ -362,17 +385,17 @@ class Ranker:
         """Scores of the live documents containing ``stems`` (two or more) as adjacent
         words in this order, in their own text (with ``own``; else anywhere, context
         included): the sum of the words' BM25 scores, as Whoosh scores a phrase."""
+        np = numpy()
         out: dict[int, float] = {}
         for seg, cands, scores, lists in self.phrase_candidates(r, stems):
-            found = set(self._phrase_in(seg, lists, stems, self.segment_info(seg)[2] if own else [], cands))
-            keep = list(map(found.__contains__, cands))
-            out.update(zip(map(seg.base.__add__, compress(cands, keep)), compress(scores, keep), strict=True))
+            held = np.isin(cands, self.phrase_holders(lists, stems, self.segment_info(seg)[2] if own else []))
+            out.update(zip((cands[held] + seg.base).tolist(), scores[held].tolist(), strict=True))
         return out
 
-    def phrase_candidates(self, r: Postings, stems: Sequence[str]) -> Iterator[tuple[Segment, list[int],
-                                                                                    list[float], dict[str, Blocks]]]:
+    def phrase_candidates(self, r: Postings, stems: Sequence[str]) -> Iterator[tuple[Segment, Any, Any,
+                                                                                    dict[str, Blocks]]]:
         """Per segment: the live documents holding every word of the phrase (``stems``),
-        as sorted segment-local ids, the score each gets if it holds the phrase (the
+        as a numpy array of sorted segment-local ids, the score each gets if it holds the phrase (the
         sum of its words' BM25 scores: the phrase check only filters), and each word's
         posting blocks read (they hold the candidates' positions).  Segments without a
         candidate are left out.
@@ -425,33 +448,44 @@ class Ranker:
                 w = weights[st].astype(np.float64)
                 part = idf[st] * w * (k1 + 1) / (w + norm)
                 scores = part if scores is None else scores + part
-            yield seg, docs.tolist(), scores.tolist(), lists
+            yield seg, docs.astype(np.int64), scores, lists
 
     @staticmethod
-    def _phrase_in(seg: Segment, lists: dict[str, Blocks], stems: Sequence[str], starts: Sequence[int],
-                   cands: Sequence[int]) -> list[int]:
-        """Those of ``cands`` (sorted segment-local ids, each holding every word) that hold
-        the phrase; where ``starts`` gives a document's context start, the phrase must
-        begin before it.  ``lists``: each word's posting blocks, those holding ``cands``.
+    def phrase_holders(lists: dict[str, Blocks], stems: Sequence[str], starts: Sequence[int],
+                       docs: Sequence[int] | None = None) -> Any:
+        """The documents (a sorted numpy array of segment-local ids) holding the phrase:
+        among every posting of the blocks read (``lists``: each word's posting blocks), or
+        among ``docs`` (sorted ids, each in those blocks).  Where ``starts`` gives a
+        document's context start, the phrase must begin before it.
 
-        The positions of just those documents are cut out of the blocks.  For
-        two words the check runs as C-level ``map`` calls (decode, set, isdisjoint): no
-        Python frame per document; documents with a context are checked again, a Python
-        call each."""
-        values = {st: lists[st].values_for(cands) for st in dict.fromkeys(stems)}
-        decode = seg.positions
-        if len(stems) == 2:
-            firsts = map(set, map(decode, map(values[stems[0]].__getitem__, cands)))
-            seconds = map(decode, map(values[stems[1]].__getitem__, cands))
-            apart = map(set.isdisjoint, firsts, map(map, repeat((-1).__add__), seconds))
-            cands = list(compress(cands, map(not_, apart)))
-            if not starts:
-                return cands
-        posts = [values[st] for st in stems]
-        # (a phrase cannot run from the text into the context: a gap lies between them)
-        if len(stems) == 2:
-            return [d for d in cands if not starts[d] or _phrase_at(posts, d, decode, starts[d])]
-        return [d for d in cands if _phrase_at(posts, d, decode, starts[d] if starts else 0)]
+        Every position is checked at once, as arrays: a (document, position) pair of the
+        first word starts the phrase when the k-th word has (document, position + k).
+        Pairs are sorted integers, so each word's are intersected with the first's in one
+        merge (a stable sort of two sorted runs)."""
+        np = numpy()
+        keys: Any = None
+        for k, st in enumerate(stems):
+            ids, counts, pos = lists[st].positions(docs)
+            doc = np.repeat(ids, counts)
+            if k == 0 and starts:
+                # (a phrase cannot run from the text into the context: a gap lies between them)
+                limit = np.asarray(starts, np.int64)[doc]
+                own = (limit == 0) | (pos < limit)
+                doc, pos = doc[own], pos[own]
+            elif k:
+                pos = pos - k
+                starting = pos >= 0
+                doc, pos = doc[starting], pos[starting]
+            here = (doc << 32) | pos
+            if keys is None:
+                keys = here
+            else:
+                both = np.concatenate((keys, here))
+                both.sort(kind="stable")
+                keys = both[1:][both[1:] == both[:-1]]
+            if not len(keys):
+                break
+        return np.unique(keys >> 32)
 
     def top(self, r: Postings, scores: dict[int, float], want: int,
             first: set[int] | frozenset = frozenset(),
@@ -543,11 +577,30 @@ class Ranker:
                     restrict: set[int] | None, want: int, docs_of: Callable[[Any], set[int]],
                     live: Callable[[], set[int]]) -> tuple[list, int, str]:
         """A query with operators: strict boolean meaning, ranked by score."""
+        alone = self.rank_prefix(r, pq, hl, allow, restrict, want)
+        if alone is not None:
+            return alone
         scores = self.evaluate(r, pq.expr, hl, docs_of, live) or {}
         if allow is not None or restrict:
             scores = {d: v for d, v in scores.items()
                       if (allow is None or d in allow) and not (restrict and d in restrict)}
         return self.top(r, scores, want), len(scores), "syntax"
+
+    def rank_prefix(self, r: Postings, pq: sq.ParsedQuery, hl: set[str], allow: set[int] | None,
+                    restrict: set[int] | None, want: int) -> tuple[list, int, str] | None:
+        """A query that is one prefix and nothing else, ranked as numpy arrays (the same
+        hits, order, scores and total as :meth:`rank_syntax`, without a map of every
+        match: a prefix often matches most memories); None when this does not apply
+        (another query; memories sharing a ``source``, as the group prior reads every
+        match)."""
+        if not isinstance(pq.expr, sq.Prefix) or any(self.segment_info(seg)[1] for seg in r.segments()):
+            return None
+        np = numpy()
+        expanded = dict.fromkeys(self.an.stem(t) for t in self.prefix_terms(r, pq.expr.text))
+        hl.update(expanded)
+        docs, sums = filtered(allow, restrict, *self.own_text_arrays(r, expanded))
+        best = np.lexsort((docs, -sums))[:want]     # best first, ties by document number
+        return list(zip(docs[best].tolist(), sums[best].tolist(), strict=True)), len(docs), "syntax"
 
     def rank_natural(self, r: Postings, pq: sq.ParsedQuery, hl: set[str], allow: set[int] | None,
                      restrict: set[int] | None, want: int, neighbours: bool = True) -> tuple[list, int, str]:
@@ -593,81 +646,80 @@ class Ranker:
 
     def rank_phrase(self, r: Postings, text: str, hl: set[str], allow: set[int] | None,
                     restrict: set[int] | None, want: int) -> tuple[list, int, str] | None:
-        """A natural query that is one phrase and nothing else, ranked without checking
-        the positions of every document holding its words; None when this does not apply
-        (a single word; a snapshot; ``natural="all-boost"``; memories that lend each other
-        score, through ``source`` or ``follows``, since those priors read every match).
+        """A natural query that is one phrase and nothing else, ranked as numpy arrays
+        (the same hits, order and scores as :meth:`rank_natural`, without a map of every
+        match); None when this does not apply (a single word; a snapshot;
+        ``natural="all-boost"``; memories that lend each other score, through ``source``
+        or ``follows``, since those priors read every match).
 
-        A phrase scores the sum of its words' scores, so the documents holding every word
-        are ranked by that sum first and checked in that order until the page is full:
-        the same hits, order and scores as checking all of them.  ``total`` is exact up
-        to :data:`LAZY_PHRASE_DOCS` such documents; beyond, it counts the matches among the
-        documents checked plus, for the others, the share of an evenly spread sample of
-        them that holds the phrase: about :data:`PHRASE_SAMPLE` documents, more until
-        :data:`PHRASE_SAMPLE_MATCHES` of them hold it (a standard error of about 10%), every
-        one (an exact total) for a phrase that rare."""
+        Up to :data:`LAZY_PHRASE_POSITIONS` positions of its words (in the documents
+        holding them all), every document is checked at once and ``total`` is exact.
+        Beyond, they are checked lazily: a phrase scores the sum of its words' scores, so
+        the documents holding every word are taken best first and checked a batch at a
+        time until the page is full, and ``total`` counts the matches among those plus,
+        for the others, the share of an evenly spread sample of them that holds the
+        phrase: about :data:`PHRASE_SAMPLE` documents, more until
+        :data:`PHRASE_SAMPLE_MATCHES` of them hold it (a standard error of about 10%),
+        every one (an exact total) for a phrase that rare."""
         stems = self.an.stems(text)
         if (len(stems) < 2 or r.order is not None or self.cfg.natural == "all-boost"
                 or self._lends(r)):
             return None
         hl.update(stems)
-        parts = list(self.phrase_candidates(r, stems))
-        ids: list[int] = []
-        scores: list[float] = []
-        for seg, cands, values, _ in parts:        # (in document order)
-            ids += map(seg.base.__add__, cands)
-            scores += values
-        if allow is not None or restrict:
-            keep = [(allow is None or d in allow) and not (restrict and d in restrict) for d in ids]
-            ids, scores = list(compress(ids, keep)), list(compress(scores, keep))
-        bases = [seg.base for seg, _, _, _ in parts]
-
-        def check(docs: Iterable[int]) -> set[int]:
-            """Those of ``docs`` (numbers in the whole index) holding the phrase."""
-            by_seg: dict[int, list[int]] = {}
-            for d in docs:
-                by_seg.setdefault(bisect_right(bases, d) - 1, []).append(d)
-            out: set[int] = set()
-            for i, ds in by_seg.items():
-                seg, _, _, lists = parts[i]
-                local = sorted(d - seg.base for d in ds)
-                out.update(map(seg.base.__add__,
-                               self._phrase_in(seg, lists, stems, self.segment_info(seg)[2], local)))
-            return out
-
-        if len(ids) <= LAZY_PHRASE_DOCS:
-            found = check(ids)
-            hits = {d: v for d, v in zip(ids, scores, strict=True) if d in found}
-            return self.top(r, hits, want), len(hits), "all-words" if hits else "any-words"
-        # Best first (ties by document number, as Ranker.top orders them), checked a
-        # batch at a time until the page is full.
         np = numpy()
-        order = np.lexsort((np.asarray(ids), -np.asarray(scores))).tolist()
+        parts = list(self.phrase_candidates(r, stems))
+        if not parts:
+            return [], 0, "any-words"
+        ids = np.concatenate([cands + seg.base for seg, cands, _, _ in parts])
+        scores = np.concatenate([values for _, _, values, _ in parts])
+        part_of = np.repeat(np.arange(len(parts)), [len(cands) for _, cands, _, _ in parts])
+        ids, scores, part_of = filtered(allow, restrict, ids, scores, part_of)
+        lazy = sum(lists[st].position_count() for _, _, _, lists in parts
+                   for st in dict.fromkeys(stems)) > LAZY_PHRASE_POSITIONS
+
+        def check(at: Any) -> Any:
+            """Which of the candidates at indexes ``at`` hold the phrase (a mask)."""
+            held = np.zeros(len(at), bool)
+            of = part_of[at]
+            for i in np.unique(of).tolist():
+                mine = of == i
+                seg, _, _, lists = parts[i]
+                local = ids[at[mine]] - seg.base
+                docs = np.sort(local).tolist() if lazy else None
+                held[mine] = np.isin(local, self.phrase_holders(lists, stems, self.segment_info(seg)[2], docs))
+            return held
+
+        # best first, ties by document number (as Ranker.top orders them)
+        order = np.lexsort((ids, -scores))
+        if not lazy:
+            found = order[check(order)]
+            best = found[:want]
+            return (list(zip(ids[best].tolist(), scores[best].tolist(), strict=True)), len(found),
+                    "all-words" if len(found) else "any-words")
         ranked: list[tuple[int, float]] = []
-        checked: set[int] = set()
-        matched: set[int] = set()
+        checked, matched = np.zeros(len(ids), bool), np.zeros(len(ids), bool)
         batch, done = max(2 * want, 16), 0
         while len(ranked) < want and done < len(order):
-            popped = [(ids[i], scores[i]) for i in order[done:done + batch]]
-            done += len(popped)
-            found = check(d for d, _ in popped)
-            checked.update(d for d, _ in popped)
-            matched |= found
-            ranked += [(d, v) for d, v in popped if d in found]
+            at = order[done:done + batch]
+            done += len(at)
+            held = check(at)
+            checked[at], matched[at] = True, held
+            ranked += zip(ids[at[held]].tolist(), scores[at[held]].tolist(), strict=True)
             batch *= 2
         if done == len(order):                    # every candidate checked: exact
-            return ranked[:want], len(matched), "all-words" if matched else "any-words"
+            return ranked[:want], int(matched.sum()), "all-words" if matched.any() else "any-words"
         # The total: an evenly spread sample (every step-th candidate), doubled until it
         # holds PHRASE_SAMPLE_MATCHES matches (or is every candidate: then exact).
         step = 1 << (len(ids) // PHRASE_SAMPLE).bit_length()
-        in_sample = check(ids[::step])
-        while len(in_sample) < PHRASE_SAMPLE_MATCHES and step > 1:
+        sample = np.arange(0, len(ids), step)
+        held = check(sample)
+        while held.sum() < PHRASE_SAMPLE_MATCHES and step > 1:
             step //= 2
-            in_sample |= check(ids[step::2 * step])
-        sample = ids[::step]
-        matched |= in_sample
-        checked.update(sample)
-        total = len(matched) + round((len(ids) - len(checked)) * len(in_sample) / len(sample))
+            more = np.arange(step, len(ids), 2 * step)
+            sample, held = np.concatenate((sample, more)), np.concatenate((held, check(more)))
+        matched[sample[held]] = True
+        checked[sample] = True
+        total = int(matched.sum()) + round(int((~checked).sum()) * int(held.sum()) / len(sample))
         return ranked[:want], Estimate(total), "all-words"
 
     def _lends(self, r: Postings) -> bool:
@@ -705,18 +757,16 @@ class Ranker:
         return "".join(p if ":" in p else fix(p) for p in re.split(r"(\s+)", query))
 
 
-def _phrase_at(posts: Sequence[dict[int, bytes]], d: int, decode: Callable[[bytes], Sequence[int]],
-               end: int) -> bool:
-    """Whether document ``d`` holds the phrase whose words' positions are ``posts[k][d]``,
-    starting before position ``end`` (0: anywhere)."""
-    at = set(decode(posts[0][d]))
-    if end:
-        at = {p for p in at if p < end}
-    for k, post in enumerate(posts[1:], 1):
-        at.intersection_update(map((-k).__add__, decode(post[d])))
-        if not at:
-            return False
-    return bool(at)
+def filtered(allow: set[int] | None, restrict: set[int] | None, docs: Any, *aligned: Any) -> list[Any]:
+    """``docs`` (a numpy array of document numbers) and the arrays ``aligned`` with it,
+    without the documents outside ``allow`` (when given) or in ``restrict``."""
+    np = numpy()
+    arrays = [docs, *aligned]
+    for group, inside in ((allow, True), (restrict, False)):
+        if group is not None and (inside or group):
+            keep = np.isin(arrays[0], np.fromiter(group, np.int64, len(group))) == inside
+            arrays = [a[keep] for a in arrays]
+    return arrays
 
 
 # --- ranking arithmetic for natural queries -------------------------------------------------

@@ -17,7 +17,7 @@ import struct
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -191,12 +191,11 @@ class LeafMatcher(W3LeafMatcher):
         else:
             self._values = tuple(packed.at(range(self._blocklength)))
 
-    def block_values(self) -> Callable[[Sequence[int]], list[bytes]] | None:
+    def block_values(self) -> BlockValues | None:
         """The values of the current block's postings at given indexes, cut out when
         asked (kept past the block: a phrase reads the positions of a few documents
         of blocks it read before); None for a block in Whoosh's own layout."""
-        packed = self._packed()
-        return None if packed is None else packed.at
+        return self._packed()
 
 
 class BlockValues:
@@ -208,6 +207,16 @@ class BlockValues:
     def __init__(self, vs: bytes, n: int) -> None:
         self._vs, self._n = vs, n
         self._ends: list[int] | None = None
+
+    def size(self) -> int:
+        """The bytes of all the block's values."""
+        return len(self._vs) - 4 * self._n
+
+    def whole(self) -> tuple[bytes, bytes]:
+        """Every value of the block: their sizes in bytes (a machine array of 32-bit
+        integers) and the values, one after another."""
+        cut = 4 * self._n
+        return self._vs[:cut], self._vs[cut:]
 
     def at(self, at: Sequence[int] | range) -> list[bytes]:
         """The values at these indexes of the block."""

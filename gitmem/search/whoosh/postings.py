@@ -10,7 +10,6 @@ the past, :mod:`.versions`) scored as a fresh index of just them would be.
 
 from __future__ import annotations
 
-import functools
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,8 +19,9 @@ from whoosh.matching import ListMatcher
 from whoosh.reading import TermNotFound
 
 from ..rank import TEXT as TEXT_FIELD
+from ..rank import numpy
 
-__all__ = ["BLOCK_API", "blocks", "pick", "has_blocks", "unblocked", "one_at_a_time", "PostingBlocks", "read",
+__all__ = ["BLOCK_API", "blocks", "ValueList", "has_blocks", "unblocked", "one_at_a_time", "PostingBlocks", "read",
            "term_text",
            "SegmentView", "PostingsView", "Snapshot", "SnapshotPostings"]
 
@@ -37,7 +37,7 @@ def blocks(matcher: Any, values: bool = False, wanted: Sequence[int] | None = No
            cut: bool = False) -> Iterator[tuple[Sequence, Sequence, Any]]:
     """(ids, weights, values or ()) of a segment's posting list, a block at a time: plain
     arrays for :mod:`gitmem.search.rank` (deleted documents included).  With ``cut``, the
-    third item cuts the values at given indexes of the block out when called instead.
+    third item holds the block's values, cut out when asked (``at``, ``whole``).
 
     ``wanted`` (sorted segment-local ids) skips blocks holding none of them without
     decoding them.  A posting list inlined in the term table (one posting) is read as it
@@ -57,19 +57,37 @@ def blocks(matcher: Any, values: bool = False, wanted: Sequence[int] | None = No
                 cutter = packed() if cut and packed is not None else None
                 if cutter is None and (values or cut) and m._values is None:
                     m._read_values()
-                yield m._ids, m._weights, (cutter or functools.partial(pick, m._values) if cut
+                yield m._ids, m._weights, (cutter or ValueList(m._values) if cut
                                            else m._values if values else ())
             low = high
             m._next_block()
         return
     parts = [one_at_a_time(m, values or cut)] if isinstance(m, ListMatcher) else unblocked(m, values or cut)
     for ids, weights, vals in parts:              # (a short list inlined in the term table, or other)
-        yield ids, weights, (functools.partial(pick, vals) if cut else vals)
+        yield ids, weights, (ValueList(vals) if cut else vals)
 
 
-def pick(values: Sequence[bytes], at: Iterable[int]) -> list[bytes]:
-    """``values`` at these indexes."""
-    return [values[i] for i in at]
+class ValueList:
+    """A block's values as a sequence (a block in Whoosh's own layout, or a posting
+    list read a posting at a time), with the methods of gitmem's packed blocks
+    (:class:`gitmem.search.whoosh.codec.BlockValues`)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Sequence[bytes]) -> None:
+        self._values = values
+
+    def at(self, at: Iterable[int]) -> list[bytes]:
+        """The values at these indexes."""
+        return [self._values[i] for i in at]
+
+    def size(self) -> int:
+        """The bytes of all the values."""
+        return sum(map(len, self._values))
+
+    def whole(self) -> tuple[bytes, bytes]:
+        """Their sizes in bytes (a machine array of 32-bit integers) and the values."""
+        return array("I", map(len, self._values)).tobytes(), b"".join(self._values)
 
 
 def has_blocks(m: Any) -> bool:
@@ -104,7 +122,7 @@ class PostingBlocks:
     def __init__(self, parts: Iterable[tuple[Sequence[int], Sequence[float], Any]]) -> None:
         self.ids: list[Sequence[int]] = []
         self.weights: list[Sequence[float]] = []
-        self._cuts: list[Callable[[Sequence[int]], list[bytes]]] = []
+        self._cuts: list[Any] = []      # per block: its values (``at``, ``whole``)
         for ids, weights, cut in parts:
             if not len(ids):            # (a reader with nothing left to read)
                 continue
@@ -121,6 +139,28 @@ class PostingBlocks:
             weights.extend(_as_extendable(w, "f"))
         return ids, weights
 
+    def positions(self, wanted: Sequence[int] | None = None) -> tuple[Any, Any, Any]:
+        """Every posting of the blocks read, or only those of ``wanted`` (sorted ids, each
+        in a block read), as numpy arrays: (ids, how many positions each has, all their
+        positions one after another).  ``text`` postings only: their values are
+        positions stored as 32-bit machine arrays."""
+        np = numpy()
+        if wanted is None:
+            parts = [cut.whole() for cut in self._cuts]
+            ids = np.asarray(self.joined()[0], np.int64)
+            sizes, values = b"".join(a for a, _ in parts), b"".join(b for _, b in parts)
+        else:
+            found = self.values_for(wanted)
+            mine = [found[d] for d in wanted]
+            ids = np.asarray(wanted, np.int64)
+            sizes, values = array("I", map(len, mine)).tobytes(), b"".join(mine)
+        return (ids, np.frombuffer(sizes, np.uint32).astype(np.int64) // 4,
+                np.frombuffer(values, np.uint32).astype(np.int64))
+
+    def position_count(self) -> int:
+        """How many positions the blocks read hold (``text`` postings)."""
+        return sum(cut.size() for cut in self._cuts) // 4
+
     def values_for(self, wanted: Sequence[int]) -> dict[int, bytes]:
         """The values of the postings of ``wanted`` (sorted ids, each in a block read)."""
         out: dict[int, bytes] = {}
@@ -134,7 +174,7 @@ class PostingBlocks:
             # id -> index map for many.
             at = [ids.index(d) for d in here] if len(here) < 16 else \
                 list(map(dict(zip(ids, range(len(ids)), strict=True)).__getitem__, here))
-            out.update(zip(here, self._cuts[k](at), strict=True))
+            out.update(zip(here, self._cuts[k].at(at), strict=True))
             j = end
         return out
 
@@ -177,7 +217,11 @@ class SegmentView:
         return blocks(self._leaf.postings(fieldname, text), values, wanted)
 
     def read(self, fieldname: str, text: str, wanted: Sequence[int] | None = None) -> PostingBlocks:
-        return read(self._leaf.postings(fieldname, text), wanted)
+        try:
+            matcher = self._leaf.postings(fieldname, text)
+        except TermNotFound:        # (one lookup instead of asking for its frequency first)
+            return PostingBlocks(())
+        return read(matcher, wanted)
 
     def text_lengths(self) -> list[int]:
         leaf = self._leaf
