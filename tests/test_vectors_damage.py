@@ -4,8 +4,8 @@ empty, search falls back to words with a notice (Python, CLI, the gitmem tool pr
 and ``--repair`` replaces it.
 
 Every kind of damage is made on disk, in a real vault.  The loader and doctor tests need
-numpy (to write a sound file and the mis-shaped ones) but not the model, and the checks
-made without numpy run everywhere; the search tests need the ``embed`` extra."""
+numpy (a dependency of gitmem) but not the model; the search tests need the ``embed``
+extra."""
 
 from __future__ import annotations
 
@@ -175,8 +175,9 @@ def test_a_sound_file_and_no_file_have_no_damage(v: Vault) -> None:
     assert store.damage() is None and store.check() is None
 
 
-# The check made without numpy (nothing reads the file then): a sound zip archive with the
-# three arrays.  Written and damaged here with the standard library only.
+# The archive check made before numpy reads the file (numpy would read a file that is no
+# archive as a pickle): a sound zip archive with the three arrays.  Written and damaged
+# here with the standard library only.
 
 def _zip(file: Path, names: tuple[str, ...] = ("paths", "hashes", "vectors")) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +187,7 @@ def _zip(file: Path, names: tuple[str, ...] = ("paths", "hashes", "vectors")) ->
 
 
 @pytest.mark.parametrize("kind", ["cut_in_half", "random_bytes", "empty_file", "missing_array", "bad_checksum"])
-def test_zip_check_without_numpy(tmp_path: Path, kind: str) -> None:
+def test_zip_check_before_numpy_reads_the_file(tmp_path: Path, kind: str) -> None:
     file = tmp_path / "vectors.npz"
     _zip(file)
     assert zip_problem(file) is None

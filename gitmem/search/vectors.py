@@ -11,7 +11,7 @@ or by ``gitmem embed``, never while a memory is written.
 The file is replaced atomically (written aside, then renamed), so a reader sees either
 the old or the new set; a process reloads it when its inode, modification time or size
 changes.
-Everything here needs the ``embed`` extra (numpy), imported only when used.
+numpy is imported only when used (``import gitmem`` stays free of it).
 
 A damaged file (cut short, overwritten, arrays of the wrong shape, NaNs) is never used:
 :meth:`VectorStore.load` checks it and reads it as empty, :meth:`VectorStore.damage` says
@@ -21,7 +21,6 @@ why, search falls back to words only with a notice, and the next :func:`embed_pe
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 import zipfile
@@ -154,13 +153,8 @@ class VectorStore:
         return self._damage
 
     def check(self) -> str | None:
-        """:meth:`damage`, also where numpy is missing: then only whether the file is a
-        sound zip archive holding the three arrays (nothing reads it without numpy)."""
-        if not self.exists():
-            return None
-        if importlib.util.find_spec("numpy") is None:
-            return zip_problem(self.file)
-        return self.damage()
+        """:meth:`damage`; None where there is no file."""
+        return self.damage() if self.exists() else None
 
     def stored(self) -> dict[str, str]:
         """``path -> content hash`` of every stored vector."""
@@ -274,19 +268,15 @@ def zip_problem(file: Path) -> str | None:
 
 def forget_removed(store: Storage) -> None:
     """Drop the vectors of memories that are gone or changed (after ``gitmem purge``:
-    no vector of purged text stays behind).  Without numpy the cache cannot be read,
-    so it is deleted whole (it is rebuilt by ``gitmem embed``); a damaged file, which
-    cannot be pruned, is replaced by an empty one."""
+    no vector of purged text stays behind); a damaged file, which cannot be pruned, is
+    replaced by an empty one."""
     vectors = VectorStore(vector_dir(store.state_dir))
     if not vectors.exists():
         return
-    try:
-        if vectors.damage() is not None:
-            vectors.save({}, keep={})
-            return
-        vectors.prune({p: key for p, (key, _) in vector_keys(store).items()})
-    except ImportError:
-        vectors.drop()
+    if vectors.damage() is not None:
+        vectors.save({}, keep={})
+        return
+    vectors.prune({p: key for p, (key, _) in vector_keys(store).items()})
 
 
 def embed_pending(store: Storage, reader: Reader, refresh: Callable[[], object],

@@ -321,11 +321,7 @@ def _vectors(services: Services, repair: bool) -> Finding:
         return Finding("vectors", True, "no vectors: hybrid search is off until 'gitmem embed'")
     damage = store.check()
     if damage is None:
-        try:
-            stored = store.stored()
-        except ImportError:      # no numpy: nothing reads the file here
-            return Finding("vectors", True, f"{where} is a sound archive (its vectors are read only "
-                                            "with the embed extra)")
+        stored = store.stored()
         current = {p: key for p, (key, _) in vector_keys(services.store).items()}
         behind = sum(1 for p, key in current.items() if stored.get(p) != key)
         summary = f"{len(stored)} vector(s) stored"
@@ -337,12 +333,8 @@ def _vectors(services: Services, repair: bool) -> Finding:
                                         "until it is rebuilt (gitmem doctor --repair, or gitmem embed)",
                       [where])
     if repair:
-        try:
-            store.save({}, keep={})     # an empty, sound file: the vault still has (no) vectors
-            finding.repaired = [f"replaced the damaged {where} by an empty one"]
-        except ImportError:             # no numpy: nothing here can read or write it
-            store.drop()
-            finding.repaired = [f"deleted the damaged {where} ('gitmem embed' makes a new one)"]
+        store.save({}, keep={})     # an empty, sound file: the vault still has (no) vectors
+        finding.repaired = [f"replaced the damaged {where} by an empty one"]
     return finding
 
 
