@@ -251,6 +251,27 @@ def test_stemming(notes: SearchIndex) -> None:
     assert "a.md" in paths(notes.search("preferring"))
 
 
+def test_irregular_past_forms_meet_their_verb(tmp_path: Path) -> None:
+    """"When did Ann go to the lake?" finds "We went to the lake" (``verb_forms``): an
+    irregular past form is indexed and searched as its verb, in plain words, phrases and
+    snippets; a word that is often something else ("left") is not.  With the knob off,
+    an index made with it is rebuilt (the knob is in the index's stamp)."""
+    ix = SearchIndex(tmp_path / "v")
+    ix.upsert([doc("a.md", "We went to the lake and won a trophy."), doc("b.md", "The lake is cold."),
+               doc("c.md", "Turn left at the lake.")])
+    assert paths(ix.search("go lake"))[0] == "a.md"
+    assert paths(ix.search('"go to the lake"')) == ["a.md"]
+    assert paths(ix.search("win")) == ["a.md"] and paths(ix.search("winning")) == ["a.md"]
+    assert "**went**" in ix.search("go lake").hits[0].snippet
+    assert paths(ix.search("leave")) == []
+    ix.close()
+    off = SearchIndex(tmp_path / "v", config=SearchConfig(verb_forms=False))
+    assert off.needs_rebuild
+    off.upsert([doc("a.md", "We went to the lake and won a trophy.")])
+    assert paths(off.search("go")) == [] and paths(off.search("went")) == ["a.md"]
+    off.close()
+
+
 def test_phrase(notes: SearchIndex) -> None:
     assert set(paths(notes.search('"dark mode"'))) == {"a.md", "d.md"}
     assert paths(notes.search('"mode dark"')) == []

@@ -71,7 +71,7 @@ K = TypeVar("K", bound=Hashable)
 @dataclass(frozen=True)
 class SearchConfig:
     """Ranking knobs; the defaults are the measured best (``bench/retrieval.py``).  The
-    ``*_weight`` knobs and ``stemmer`` shape the index (they are in its stamp);
+    ``*_weight`` knobs, ``stemmer`` and ``verb_forms`` shape the index (they are in its stamp);
     the others apply at query time."""
     b: float = 0.25                  # BM25 length normalisation (memories are short)
     k1: float = 0.8
@@ -80,6 +80,7 @@ class SearchConfig:
     meta_weight: float = 2.0         # tags and entities
     agent_weight: float = 1.0        # the author / speaker
     stemmer: str = "porter2"         # porter2 | porter | none
+    verb_forms: bool = True          # irregular past forms count as their verb (went -> go)
     date_boost: float = 1.0          # month/year of ``created`` matching query words
     group_weight: float = 0.3        # 0 disables the group prior
     group_depth: int = 3             # a group's score = sum of its best N member scores
@@ -93,7 +94,8 @@ class SearchConfig:
     neighbour_depth: int = 2         # ... of the memories up to this many ``follows`` links away
 
     def schema_key(self) -> str:
-        return (f"{self.stemmer}:{self.title_weight}:{self.named_title_weight}:{self.meta_weight}"
+        return (f"{self.stemmer}{'+verbs' if self.verb_forms else ''}:{self.title_weight}"
+                f":{self.named_title_weight}:{self.meta_weight}"
                 f":{self.agent_weight}:{self.context_weight}")
 
 

@@ -38,15 +38,17 @@ class Snippeter:
 
     ``terms`` are the indexed terms the query matched (stems); ``key(word)`` maps a
     lower-case word to the term it is indexed as (its stem; a stop word maps to itself,
-    as in Whoosh's highlighter, which never stems stop words)."""
+    as in Whoosh's highlighter, which never stems stop words); ``forms`` are words indexed
+    as one of the terms that do not start like it (``went`` for ``go``)."""
 
-    def __init__(self, terms: Collection[str], key: Callable[[str], str]) -> None:
+    def __init__(self, terms: Collection[str], key: Callable[[str], str],
+                 forms: Collection[str] = ()) -> None:
         self.terms = frozenset(t for t in terms if t)
         self.key = key
         # A stem is its word minus a suffix, sometimes with its last letter or two
         # changed (happy -> happi): all but the last two letters (at least three) start
-        # every word of the stem, bar a few irregular forms.
-        self.heads = sorted({t[:max(3, len(t) - 2)] for t in self.terms},
+        # every word of the stem, bar the irregular forms given.
+        self.heads = sorted({t[:max(3, len(t) - 2)] for t in self.terms} | set(forms),
                             key=lambda h: (-len(h), h))
         self._find: re.Pattern | None = None      # compiled when first needed
 

@@ -320,7 +320,7 @@ class SearchIndex(SegmentWriting):
                            sortedby="recency", reverse=True)
             total = len((self._live(s) if allow is None else allow) - (restrict or set()))
             ranked, mode = [(h.docnum, 0.0) for h in res], "filter"
-        snippet = Snippeter(hl, self._an.key)
+        snippet = Snippeter(hl, self._an.key, self._an.forms(hl))
         hits = [hit(s.stored_fields(dn), sc, snippet) for dn, sc in ranked[offset:want]]
         suggestion = self._rank.suggest(r, pq, query) if total == 0 else None
         return SearchPage(hits, int(total), suggestion, mode, total_estimated=isinstance(total, Estimate))
@@ -365,8 +365,9 @@ class SearchIndex(SegmentWriting):
                     docs &= self._docs(s, wq.And([self._filter_query(f) for f in pq.filters]))
                 if not include_inactive and not pq.filters_status:
                     docs -= self._hidden(s)
-                snippet = Snippeter({self._an.stem(w) for t in pq.texts() for w in self._an.tokens(t)
-                                     if w not in sq.QUESTION_WORDS}, self._an.key)
+                terms = {self._an.stem(w) for t in pq.texts() for w in self._an.tokens(t)
+                         if w not in sq.QUESTION_WORDS}
+                snippet = Snippeter(terms, self._an.key, self._an.forms(terms))
                 return [hit(s.stored_fields(d), 0.0, snippet) for d in sorted(docs)]
             except READ_ERRORS as exc:   # as in search()
                 self._searcher = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from whoosh import formats
@@ -61,6 +61,11 @@ class Analysis:
         # of a megabyte (a hostile or broken file) would take minutes: such tokens are dropped.
         self.base = words | LowercaseFilter() | StopFilter(stoplist=self.stop, minsize=1, maxsize=MAX_WORD_CHARS)
         raw = {"porter2": stemmer_for_language("en"), "porter": porter_stem}.get(cfg.stemmer)
+        self._forms: dict[str, list[str]] = {}       # stem -> irregular forms indexed as it
+        if raw is not None and cfg.verb_forms:
+            for form, verb in VERB_FORMS.items():
+                self._forms.setdefault(raw(verb), []).append(form)
+            raw = functools.partial(_verb_then, raw)
         self.stem: Callable[[str], str] = functools.lru_cache(100_000)(raw) if raw else str
         self.text = self.base | StemFilter(stemfn=raw) if raw else self.base
 
@@ -72,10 +77,44 @@ class Analysis:
     def stems(self, text: str) -> list[str]:
         return [self.stem(t) for t in self.tokens(text)]
 
+    def forms(self, terms: Iterable[str]) -> set[str]:
+        """The irregular forms indexed as one of ``terms`` (``went`` for ``go``)."""
+        return {f for t in terms for f in self._forms.get(t, ())}
+
     def key(self, word: str) -> str:
         """The term a lower-case word of a text is indexed as (stop words: themselves)."""
         return word if word in self.stop else self.stem(word)
 
+
+
+# Irregular past forms and past participles of common English verbs -> the verb.  A
+# stemmer leaves them apart ("did you go" never meets "we went"), and questions about the
+# past are asked with the plain verb.  Forms that are often other words ("left", "saw",
+# "found", "felt", "rose", "lay", "fell", "lead", "spoke", "born", "ground") are left out.
+VERB_FORMS: dict[str, str] = {
+    form: verb for verb, forms in {
+        "go": "went gone", "take": "took taken", "win": "won", "make": "made", "see": "seen",
+        "get": "got gotten", "give": "gave given", "come": "came", "buy": "bought",
+        "bring": "brought", "think": "thought", "tell": "told", "say": "said", "meet": "met",
+        "run": "ran", "begin": "began begun", "write": "wrote written", "eat": "ate eaten",
+        "drive": "drove driven", "fly": "flew flown", "know": "knew known", "grow": "grew grown",
+        "teach": "taught", "catch": "caught", "sell": "sold", "keep": "kept", "sleep": "slept",
+        "spend": "spent", "send": "sent", "build": "built", "lose": "lost", "hold": "held",
+        "stand": "stood", "understand": "understood", "hear": "heard", "pay": "paid",
+        "become": "became", "choose": "chose chosen", "break": "broke broken",
+        "forget": "forgot forgotten", "draw": "drew drawn", "sing": "sang sung",
+        "swim": "swam swum", "ride": "rode ridden", "throw": "threw thrown", "wear": "wore worn",
+        "fight": "fought", "hide": "hid hidden", "shake": "shook shaken", "steal": "stole stolen",
+        "wake": "woke woken", "dig": "dug", "mean": "meant", "deal": "dealt", "lend": "lent",
+        "shoot": "shot", "sit": "sat", "feed": "fed", "seek": "sought",
+        "blow": "blew blown", "freeze": "froze frozen", "ring": "rang rung", "shine": "shone",
+        "sink": "sank sunk", "speak": "spoken", "strike": "struck", "swear": "swore sworn",
+        "tear": "tore torn", "weep": "wept", "bend": "bent", "hang": "hung",
+    }.items() for form in forms.split()}
+
+
+def _verb_then(stem: Callable[[str], str], word: str) -> str:
+    return stem(VERB_FORMS.get(word, word))
 
 
 if array("I").itemsize != 4:  # pragma: no cover - every platform Python supports today
