@@ -149,11 +149,9 @@ class Segment(Protocol):
         """How many documents of the segment hold the term (deleted ones included)."""
         ...
 
-    def blocks(self, fieldname: str, text: str, values: bool = False,
-               wanted: Sequence[int] | None = None) -> Iterable[tuple[Sequence[int], Sequence[float],
-                                                                       Sequence[bytes]]]:
-        """The term's postings, a block at a time: (ids, weights, values or ``()``), deleted
-        documents included; ``wanted`` (sorted ids) skips blocks holding none of them."""
+    def blocks(self, fieldname: str, text: str) -> Iterable[tuple[Sequence[int], Sequence[float], Any]]:
+        """The term's postings, a block at a time: (ids, weights, ``()``), deleted documents
+        included (:meth:`read` keeps them, with their values)."""
         ...
 
     def read(self, fieldname: str, text: str, wanted: Sequence[int] | None = None) -> Blocks:

@@ -174,9 +174,10 @@ class LeafMatcher(W3LeafMatcher):
         self._weights = (array("f", (1.0,)) * self._blocklength if ws is None
                          else array("f", ws) if isinstance(ws, bytes) else ws)
 
-    def _packed(self) -> BlockValues | None:
-        """The block's values, if this codec packed them (variable-size values: one
-        string and the values' lengths); None for blocks in Whoosh's own layout."""
+    def block_values(self) -> BlockValues | None:
+        """The current block's values, if this codec packed them (variable-size values:
+        one string, the values' lengths in front), cut out when asked and kept past the
+        block; None for a block in Whoosh's own layout."""
         if self._data is None:
             self._read_data()
         vs, fixed = self._data[2], self._fixedsize
@@ -185,17 +186,11 @@ class LeafMatcher(W3LeafMatcher):
         return BlockValues(vs, self._blocklength)
 
     def _read_values(self) -> None:
-        packed = self._packed()
+        packed = self.block_values()
         if packed is None:
             super()._read_values()
         else:
             self._values = tuple(packed.at(range(self._blocklength)))
-
-    def block_values(self) -> BlockValues | None:
-        """The values of the current block's postings at given indexes, cut out when
-        asked (kept past the block: a phrase reads the positions of a few documents
-        of blocks it read before); None for a block in Whoosh's own layout."""
-        return self._packed()
 
 
 class BlockValues:

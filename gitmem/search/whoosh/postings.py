@@ -33,11 +33,11 @@ __all__ = ["BLOCK_API", "blocks", "ValueList", "has_blocks", "unblocked", "one_a
 BLOCK_API = ("_read_ids", "_read_weights", "_next_block", "_maxid")
 
 
-def blocks(matcher: Any, values: bool = False, wanted: Sequence[int] | None = None,
-           cut: bool = False) -> Iterator[tuple[Sequence, Sequence, Any]]:
+def blocks(matcher: Any, wanted: Sequence[int] | None = None,
+           values: bool = False) -> Iterator[tuple[Sequence, Sequence, Any]]:
     """(ids, weights, values or ()) of a segment's posting list, a block at a time: plain
-    arrays for :mod:`gitmem.search.rank` (deleted documents included).  With ``cut``, the
-    third item holds the block's values, cut out when asked (``at``, ``whole``).
+    arrays for :mod:`gitmem.search.rank` (deleted documents included).  With ``values``,
+    the third item holds the block's values, cut out when asked (``at``, ``whole``).
 
     ``wanted`` (sorted segment-local ids) skips blocks holding none of them without
     decoding them.  A posting list inlined in the term table (one posting) is read as it
@@ -54,17 +54,20 @@ def blocks(matcher: Any, values: bool = False, wanted: Sequence[int] | None = No
                     m._read_ids()
                 if m._weights is None:
                     m._read_weights()
-                cutter = packed() if cut and packed is not None else None
-                if cutter is None and (values or cut) and m._values is None:
-                    m._read_values()
-                yield m._ids, m._weights, (cutter or ValueList(m._values) if cut
-                                           else m._values if values else ())
+                found: Any = ()
+                if values:
+                    found = packed() if packed is not None else None
+                    if found is None:                 # (a block in Whoosh's own layout)
+                        if m._values is None:
+                            m._read_values()
+                        found = ValueList(m._values)
+                yield m._ids, m._weights, found
             low = high
             m._next_block()
         return
-    parts = [one_at_a_time(m, values or cut)] if isinstance(m, ListMatcher) else unblocked(m, values or cut)
+    parts = [one_at_a_time(m, values)] if isinstance(m, ListMatcher) else unblocked(m, values)
     for ids, weights, vals in parts:              # (a short list inlined in the term table, or other)
-        yield ids, weights, (ValueList(vals) if cut else vals)
+        yield ids, weights, (ValueList(vals) if values else ())
 
 
 class ValueList:
@@ -187,7 +190,7 @@ def _as_extendable(part: Sequence, typecode: str) -> Sequence:
 
 def read(matcher: Any, wanted: Sequence[int] | None = None) -> PostingBlocks:
     """A posting list's blocks, only those holding one of ``wanted`` (sorted ids) if given."""
-    return PostingBlocks(blocks(matcher, False, wanted, cut=True))
+    return PostingBlocks(blocks(matcher, wanted, values=True))
 
 
 def term_text(term: str | bytes) -> str:
@@ -212,9 +215,8 @@ class SegmentView:
         self.positions = getattr(fmt, "positions_array", fmt.decode_positions)
         self.doc_frequency: Callable[[str, str], int] = leaf.doc_frequency
 
-    def blocks(self, fieldname: str, text: str, values: bool = False,
-               wanted: Sequence[int] | None = None) -> Iterator[tuple[Sequence, Sequence, Sequence]]:
-        return blocks(self._leaf.postings(fieldname, text), values, wanted)
+    def blocks(self, fieldname: str, text: str) -> Iterator[tuple[Sequence, Sequence, Any]]:
+        return blocks(self._leaf.postings(fieldname, text))
 
     def read(self, fieldname: str, text: str, wanted: Sequence[int] | None = None) -> PostingBlocks:
         try:
