@@ -24,7 +24,8 @@ would.
   (so load changes hit both alike): ``tools/list``, then ``memory_add`` and
   ``memory_search``; the first ``tools/list`` of a server (it builds the tools'
   schemas) and its first search (it opens the search index) are reported on
-  their own.
+  their own.  The searches take turns: plain words, a quoted phrase, words, a
+  prefix (``memory_search_by_kind``), as an agent sends them.
 * memory: the peak RSS (``VmHWM``) of each server process, read at the
   ``initialize`` answer of each start-up and, for the two long-running
   servers, after all their round trips (target <= 200 MiB).
@@ -46,6 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (NOUN, add_scale_options, bench_vault, loadavg, log, machine_info,  # noqa: E402
                            proc_cpu_seconds, proc_peak_rss_mib, report, summary_ms)
+
+# The searches an agent sends, in turn: plain words, a quoted phrase, words, a prefix
+# (phrases and prefixes load the array code, so the peak RSS counts it).
+SEARCH_KINDS = ("words", "phrase", "words", "prefix")
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -153,13 +158,16 @@ def main() -> None:
                 tool_count[mode] = len(reply["result"]["tools"])
         for i in range(args.calls + 1):
             query = f"{NOUN[i % len(NOUN)]} {NOUN[(i * 7 + 3) % len(NOUN)]}"
+            kind = SEARCH_KINDS[i % len(SEARCH_KINDS)] if i else "words"
+            asked = {"words": query, "phrase": f'"{query}"', "prefix": f"{query[:3]}*"}[kind]
             for mode, server in servers.items():
-                took, reply = server.request("tools/call", {"name": "memory_search", "arguments": {"query": query}})
+                took, reply = server.request("tools/call", {"name": "memory_search", "arguments": {"query": asked}})
                 assert not reply["result"]["isError"], reply
                 if i == 0:
                     timings[mode]["first_memory_search"] = took  # opens the search index
                 else:
                     timings[mode]["memory_search"].append(took)
+                    timings[mode].setdefault(f"memory_search_{kind}", []).append(took)
             if i == 0:
                 continue
             for mode, server in servers.items():
@@ -194,6 +202,8 @@ def main() -> None:
             "tools_list": summary_ms(t["tools_list"]),
             "first_memory_search_ms": round(t["first_memory_search"] * 1000, 1),
             "memory_search": summary_ms(t["memory_search"]),
+            "memory_search_by_kind": {k: summary_ms(t[f"memory_search_{k}"]) for k in SEARCH_KINDS
+                                      if t.get(f"memory_search_{k}")},
             "memory_add": summary_ms(t["memory_add"]),
             "peak_rss_mib_at_initialize_max": max(startup[mode]["rss"]),
             "peak_rss_mib_after_calls": peak_rss[mode],

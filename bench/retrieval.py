@@ -51,7 +51,8 @@ DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "locomo_dev.json"
 # Ranking variants measured (each a SearchConfig); "final" is the shipped default.
 _BASE = dict(title_weight=1.0, meta_weight=1.0, agent_weight=0.0, date_boost=0.0,
              group_weight=0.0, natural="any", context_weight=0.0, agent_boost=0.0, k1=1.2,
-             neighbour_weight=0.0, named_title_weight=1.0, verb_forms=False)
+             neighbour_weight=0.0, named_title_weight=1.0, verb_forms=False, day_boost=0.0,
+             when_boost=0.0)
 _FINAL = SearchConfig()
 VARIANTS: dict[str, SearchConfig] = {
     "final": _FINAL,
@@ -102,6 +103,12 @@ VARIANTS: dict[str, SearchConfig] = {
     "named-title2": replace(_FINAL, named_title_weight=2.0),
     "no-neighbour": replace(_FINAL, neighbour_weight=0.0),
     "no-verb-forms": replace(_FINAL, verb_forms=False),
+    "no-day": replace(_FINAL, day_boost=0.0),
+    "day0.25": replace(_FINAL, day_boost=0.25),
+    "day1": replace(_FINAL, day_boost=1.0),
+    "no-when": replace(_FINAL, when_boost=0.0),
+    "when0.05": replace(_FINAL, when_boost=0.05),
+    "when0.2": replace(_FINAL, when_boost=0.2),
     "neighbour0.05": replace(_FINAL, neighbour_weight=0.05),
     "neighbour0.2": replace(_FINAL, neighbour_weight=0.2),
     "neighbour-depth1": replace(_FINAL, neighbour_depth=1),

@@ -4,6 +4,7 @@ structured syntax keeps working (real indexes and vaults in tmp_path)."""
 from __future__ import annotations
 
 import string
+from datetime import date
 from pathlib import Path
 from typing import Iterator
 
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from gitmem import Vault
 from gitmem.cli.main import cli
 from gitmem.search.whoosh import IndexDoc, SearchIndex
-from gitmem.search.query import DateRange, FieldTerm, Or, Prefix, parse_query
+from gitmem.search.query import DateRange, FieldTerm, Or, Prefix, asks_when, named_days, parse_query
 from gitmem.agents.registry import Toolbox
 
 from .conftest import FakeClock
@@ -98,6 +99,33 @@ def test_structured_syntax_still_filters(ix: SearchIndex) -> None:
 _TEXT = st.text(alphabet=st.one_of(
     st.sampled_from(list(string.ascii_letters + string.digits + string.punctuation + " \t\n")),
     st.characters(blacklist_categories=("Cs",))), max_size=80)
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    ("What did Tim say on 16 November, 2023?", [date(2023, 11, 16)]),
+    ("the 3rd of June 2023 and Nov. 16th, 2023", [date(2023, 6, 3), date(2023, 11, 16)]),
+    ("between 2023-02-30 and 2023-12-01", [date(2023, 12, 1)]),      # no 30 February
+    ("Sept 9 2022, then September 9, 2022 again", [date(2022, 9, 9)]),
+    ("31 June 2023", []), ("in May 2023", []), ("it may 2023", []), ("on 16 November", []),
+    ("", []), ("12345678 99 December 0000", []),
+])
+def test_days_a_query_names(text: str, days: list[date]) -> None:
+    assert named_days(text) == days
+
+
+@pytest.mark.parametrize(("text", "asks"), [
+    ("When did Ann move to Berlin?", True), ("  when was the launch", True),
+    ("What year did Tim visit Ireland?", True), ("How long ago did they meet?", True),
+    ("In which month was the party?", True), ("What did Ann say when she left?", False),
+    ("whenever it rains", False), ("What is Ann's favourite time of day?", False), ("", False),
+])
+def test_questions_asking_when(text: str, asks: bool) -> None:
+    assert asks_when(text) is asks
+
+
+@given(text=_TEXT)
+def test_named_days_never_fail(text: str) -> None:
+    assert all(isinstance(d, date) for d in named_days(text))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

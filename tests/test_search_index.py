@@ -272,6 +272,101 @@ def test_irregular_past_forms_meet_their_verb(tmp_path: Path) -> None:
     off.close()
 
 
+def test_a_named_day_lifts_the_memories_of_that_week(tmp_path: Path) -> None:
+    """"What did Ann tell about her injury on 16 November, 2023?": of the memories the words
+    match, those created that day or in the week after (which may say "yesterday" or "last
+    week") rank first, most on the day itself; a memory created before the day, or more
+    than a week after, is not lifted; a month alone names no day; ``day_boost=0`` turns it
+    off (a query-time knob).  The day is in the index (``when``), so a reopened index
+    still finds it."""
+    ix = SearchIndex(tmp_path / "d")
+    ix.upsert([
+        doc("before.md", "Ann: my knee injury is better, the doctor thinks.", created="2023-11-15T20:00:00Z"),
+        doc("day.md", "Ann: the injury still hurts.", created="2023-11-16T09:00:00Z"),
+        doc("week.md", "Ann: yesterday the injury was worse.", created="2023-11-20T09:00:00Z"),
+        doc("later.md", "Ann: my injury, again, as the doctor thinks.", created="2023-12-20T09:00:00Z"),
+        doc("other.md", "Bob bought a new bike.", created="2023-11-16T10:00:00Z"),
+    ])
+    for query in ("What did Ann tell about her injury on 16 November, 2023?",
+                  "Ann injury Nov 16th 2023", "Ann injury 2023-11-16", "Ann injury November 16, 2023"):
+        page = ix.search(query)
+        assert paths(page)[:2] == ["day.md", "week.md"], query
+        assert "other.md" not in paths(page)          # the day alone matches nothing
+    off = SearchIndex(tmp_path / "d", config=SearchConfig(day_boost=0.0))
+    assert not off.needs_rebuild
+    query = "Ann injury on 16 November 2023"
+    on_scores = {h.path: h.score for h in ix.search(query).hits}
+    off_scores = {h.path: h.score for h in off.search(query).hits}
+    assert on_scores["before.md"] == pytest.approx(off_scores["before.md"])
+    assert on_scores["later.md"] == pytest.approx(off_scores["later.md"])
+    lift_day = on_scores["day.md"] / off_scores["day.md"]
+    lift_week = on_scores["week.md"] / off_scores["week.md"]
+    assert lift_day == pytest.approx(1.5, rel=1e-3)     # the default day_boost, 0.5
+    assert 1.0 < lift_week < lift_day
+    month = "Ann injury in November 2023"
+    assert {h.path: h.score for h in ix.search(month).hits} == {h.path: h.score for h in off.search(month).hits}
+    off.close()
+    ix.close()
+    again = SearchIndex(tmp_path / "d")
+    assert paths(again.search(query))[0] == "day.md"
+    again.close()
+
+
+def test_a_question_asking_when_prefers_memories_that_tell_a_time(tmp_path: Path) -> None:
+    """"When did Ann go to the lake?": of the memories the words match, those whose own text
+    places it in time ("Yesterday", "last week", "on Friday") score ``1 + when_boost``
+    times as much; a time word only in the context (the memory it follows) does not count;
+    a question that does not ask when is ranked as before; ``when_boost=0`` turns it off."""
+    ix = SearchIndex(tmp_path / "w")
+    ix.upsert([
+        doc("plain.md", "Ann: we went to the lake with the dog.", id="p"),
+        doc("told.md", "Ann: Yesterday we went to the lake with the dog.", id="t"),
+        doc("before.md", "Bob: what did you do last week?", id="b"),
+        doc("context.md", "Ann: we went to the lake with the dog.", id="c",
+            context="Bob: what did you do last week?", follows="b"),
+    ])
+    off = SearchIndex(tmp_path / "w", config=SearchConfig(when_boost=0.0))
+    assert not off.needs_rebuild      # a query-time knob
+    for question in ("When did Ann go to the lake?", "what year did Ann go to the lake",
+                     "How long ago did Ann go to the lake with the dog?"):
+        on_scores = {h.path: h.score for h in ix.search(question).hits}
+        off_scores = {h.path: h.score for h in off.search(question).hits}
+        assert paths(ix.search(question))[0] == "told.md", question
+        assert on_scores["told.md"] / off_scores["told.md"] == pytest.approx(1.1, rel=1e-3)
+        assert on_scores["plain.md"] == pytest.approx(off_scores["plain.md"])
+        assert on_scores["context.md"] == pytest.approx(off_scores["context.md"])
+    other = "Did Ann go to the lake with the dog?"
+    assert {h.path: h.score for h in ix.search(other).hits} == {h.path: h.score for h in off.search(other).hits}
+    off.close()
+    ix.close()
+
+
+def test_a_long_lived_index_lets_go_of_the_pages_its_searches_mapped(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pages searches touch in the mapped index files count in a search server's memory
+    (RSS) until they are let go: past ``MAPPED_BUDGET`` bytes over what the process held
+    after the last release, a search lets them go (they stay in the page cache), and its
+    results are the same afterwards."""
+    from gitmem.search.whoosh.storage import IndexStorage, mapped_resident
+    held = mapped_resident()
+    if held is None:
+        pytest.skip("the system does not say how much mapped memory a process holds")
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(3000)]
+    ix = SearchIndex(tmp_path / "p")
+    ix.upsert([doc(f"n{i}.md", " ".join(rng.choice(words) for _ in range(300))) for i in range(3000)])
+    releases: list[int] = []
+    release = IndexStorage.release_pages
+    monkeypatch.setattr(IndexStorage, "release_pages", lambda self: (releases.append(1), release(self))[1])
+    queries = [" ".join(rng.sample(words, 3)) for _ in range(40)]
+    before = [[(h.path, h.score) for h in ix.search(q).hits] for q in queries]
+    assert releases == []                 # 32 MiB: far more than this small index maps
+    monkeypatch.setattr(SearchIndex, "MAPPED_BUDGET", 0)
+    after = [[(h.path, h.score) for h in ix.search(q).hits] for q in queries]
+    assert len(releases) >= 10 and after == before
+    ix.close()
+
+
 def test_phrase(notes: SearchIndex) -> None:
     assert set(paths(notes.search('"dark mode"'))) == {"a.md", "d.md"}
     assert paths(notes.search('"mode dark"')) == []

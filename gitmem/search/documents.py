@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from . import query as sq
@@ -14,7 +15,7 @@ from . import query as sq
 if TYPE_CHECKING:  # pragma: no cover
     from .rank import Analysis, SearchConfig
 
-__all__ = ["IndexDoc", "context_text", "index_fields", "month_year"]
+__all__ = ["IndexDoc", "context_text", "index_fields", "when_words"]
 
 
 @dataclass
@@ -96,7 +97,8 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
                      ("links", ",".join(d.links)), ("scope", _low(d.scope)),
                      ("agent", _low(d.agent)), ("source", _low(d.source)),
                      ("follows", _low(d.follows)),
-                     ("when", month_year(d.created)),
+                     ("when", when_words(d.created) + ([] if sq.TIME_WORDS.isdisjoint(title + body)
+                                                       else [sq.TELLS_TIME])),
                      ("created", sq.iso_to_epoch(d.created)),
                      ("updated", sq.iso_to_epoch(d.updated))):
         if val:
@@ -118,11 +120,20 @@ def _names_itself(title: list[str], body: list[str], author: list[str]) -> bool:
     return head[:-1] != words[:-1] or not head[-1].startswith(words[-1])
 
 
-def month_year(iso: str | None) -> list[str]:
-    """``2023-05-08...`` -> ``["may", "2023"]``: the ``when`` field, words a question may use
-    for the date."""
-    m = re.match(r"(\d{4})-(\d\d)", iso or "")
-    return [_MONTHS[int(m[2]) - 1], m[1]] if m and 0 < int(m[2]) < 13 else []
+def when_words(iso: str | None) -> list[str]:
+    """``2023-05-08...`` -> ``["may", "2023", "d20230508"]``: the ``when`` field, the month
+    and year a question may name, and the day (:func:`gitmem.search.query.day_word`), which
+    a question naming a date looks up."""
+    m = re.match(r"(\d{4})-(\d\d)(?:-(\d\d))?", iso or "")
+    if not m or not 0 < int(m[2]) < 13:
+        return []
+    words = [_MONTHS[int(m[2]) - 1], m[1]]
+    if m[3]:
+        try:
+            words.append(sq.day_word(date(int(m[1]), int(m[2]), int(m[3]))))
+        except ValueError:
+            pass
+    return words
 
 
 _MONTHS = ("january february march april may june july august september october november "

@@ -36,14 +36,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import cast
 
 from ..errors import InvalidQuery
 
 __all__ = ["FIELDS", "DATE_FIELDS", "QUESTION_WORDS", "Word", "Phrase", "Prefix", "FieldTerm",
            "DateRange", "And", "Or", "Not", "ParsedQuery", "parse_query", "parse_filter",
-           "date_range", "iso_to_epoch"]
+           "date_range", "iso_to_epoch", "named_days", "day_word", "TIME_WORDS", "TELLS_TIME",
+           "asks_when"]
 
 #: query field name -> index field name (matched exactly; case-insensitive except ``path``)
 FIELDS: dict[str, str] = {
@@ -200,6 +201,66 @@ def iso_to_epoch(text: str | None) -> int | None:
         return _span(str(text))[0]
     except InvalidQuery:
         return None
+
+
+_MONTH_NUMBERS = {name: i for i, names in enumerate(
+    ("january jan", "february feb", "march mar", "april apr", "may", "june jun", "july jul",
+     "august aug", "september sep sept", "october oct", "november nov", "december dec"), 1)
+    for name in names.split()}
+_MONTH = "|".join(sorted(_MONTH_NUMBERS, key=len, reverse=True))
+_NAMED_DAY_RE = re.compile(
+    rf"\b(?:(\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+({_MONTH})\.?,?\s+(\d{{4}})"
+    rf"|({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})"
+    rf"|(\d{{4}})-(\d{{2}})-(\d{{2}}))\b", re.I)
+
+
+def named_days(text: str) -> list[date]:
+    """The calendar days a text names, in order and once each: ``16 November 2023``,
+    ``16th of Nov, 2023``, ``November 16, 2023``, ``2023-11-16``.  A day that does not
+    exist (``31 June 2023``) is left out; a month or year alone names no day."""
+    out: list[date] = []
+    for m in _NAMED_DAY_RE.finditer(text):
+        if m[1]:
+            y, mo, d = int(m[3]), _MONTH_NUMBERS[m[2].lower()], int(m[1])
+        elif m[4]:
+            y, mo, d = int(m[6]), _MONTH_NUMBERS[m[4].lower()], int(m[5])
+        else:
+            y, mo, d = int(m[7]), int(m[8]), int(m[9])
+        try:
+            day = date(y, mo, d)
+        except ValueError:
+            continue
+        if day not in out:
+            out.append(day)
+    return out
+
+
+#: Words that place what a text tells in time: relative days and spans ("yesterday",
+#: "last week", "a month ago"), weekdays, months (not "may", mostly a verb) and seasons.
+TIME_WORDS = frozenset(
+    "yesterday today tonight tomorrow ago last next recently earlier soon since weekend week "
+    "weeks month months year years morning night monday tuesday wednesday thursday friday "
+    "saturday sunday january february march april june july august september october "
+    "november december spring summer autumn fall winter".split())
+
+#: The word the search index adds to the ``when`` field of a memory whose own text holds
+#: one of :data:`TIME_WORDS` (a word no text has, so no query word meets it by chance).
+TELLS_TIME = "0when"
+
+_ASKS_WHEN = re.compile(r"^\W*(?:when|what\s+(?:year|month|day|date|time)|how\s+long\s+ago"
+                        r"|(?:in|on)\s+which\s+(?:year|month|day|date))\b", re.I)
+
+
+def asks_when(text: str) -> bool:
+    """Whether a question asks when something happened ("When did Ann ...?", "What year
+    ...?", "How long ago ...?")."""
+    return bool(_ASKS_WHEN.match(text))
+
+
+def day_word(day: date) -> str:
+    """The word the search index holds for the day a memory was created (``d20231116``),
+    one word so that no analyzer splits it."""
+    return f"d{day:%Y%m%d}"
 
 
 def date_range(fieldname: str, spec: str) -> DateRange:

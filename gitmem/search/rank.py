@@ -25,6 +25,9 @@ by the index through a callback.
   arrays, a segment at a time.  numpy is imported by the first phrase or prefix query.
 - A group prior: memories sharing ``source`` (a conversation, a session) lend each other
   30% of the sum of their group's best three scores.
+- A day the query names ("on 16 November 2023"): the memories created that day or in the
+  week after, which may tell of it, are lifted (``SearchConfig.day_boost``); a question
+  asking when lifts the memories whose text tells a time (``SearchConfig.when_boost``).
 - The author: a word (or two or three words in a row) of a natural query that is a
   memory's ``agent`` (its author or speaker) adds ``SearchConfig.agent_boost`` x that
   field's idf to the matched memories by that author ("what did Ann say about X" prefers
@@ -46,6 +49,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import date, timedelta
 from itertools import compress, repeat
 from operator import add, truediv
 from operator import neg as neg_
@@ -53,8 +57,8 @@ from typing import Any, Protocol, TypeVar
 
 from . import query as sq
 
-__all__ = ["PREFIX_EXPANSION_LIMIT", "Estimate", "LAZY_PHRASE_POSITIONS", "PHRASE_SAMPLE", "PHRASE_SAMPLE_MATCHES",
-           "TEXT", "numpy",
+__all__ = ["PREFIX_EXPANSION_LIMIT", "DAY_WINDOW", "Estimate", "LAZY_PHRASE_POSITIONS", "PHRASE_SAMPLE",
+           "PHRASE_SAMPLE_MATCHES", "TEXT", "numpy",
            "SearchConfig", "Analysis", "Blocks", "Segment", "Postings",
            "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance"]
 
@@ -62,6 +66,7 @@ PREFIX_EXPANSION_LIMIT = 50   # a prefix becomes at most this many (most frequen
 LAZY_PHRASE_POSITIONS = 1_000_000   # a lone phrase whose words have more positions is checked lazily
 PHRASE_SAMPLE = 500           # ... its total estimated from about this many of those memories,
 PHRASE_SAMPLE_MATCHES = 100   # ... or more, until that many of them hold the phrase (~10%)
+DAY_WINDOW = 7                # days after a named day whose memories may tell of it
 NEIGHBOUR_POOL = 20           # the best this many memories take part in the neighbour prior
 TEXT = "text"                 # the positional, weighted text field
 _WORDS = re.compile(r"\w+")
@@ -82,6 +87,8 @@ class SearchConfig:
     stemmer: str = "porter2"         # porter2 | porter | none
     verb_forms: bool = True          # irregular past forms count as their verb (went -> go)
     date_boost: float = 1.0          # month/year of ``created`` matching query words
+    day_boost: float = 0.5           # a day the query names: memories created then or the week after
+    when_boost: float = 0.1          # a question asking when: memories whose text tells a time
     group_weight: float = 0.3        # 0 disables the group prior
     group_depth: int = 3             # a group's score = sum of its best N member scores
     natural: str = "any"             # any | all-first | all-then-any | all-boost
@@ -229,8 +236,8 @@ class Ranker:
         self.cfg = cfg
         self.an = an
         self._segment_cache: dict[Any, tuple[list[int], list[str], list[int]]] = {}
-        self._norm_cache: dict[Any, list[float]] = {}
-        self._dense_cache: dict[Any, Any] = {}
+        # segment -> ((average length, b), norms, the norms as numpy or None)
+        self._norm_cache: dict[Any, tuple[tuple[float, float], array, Any]] = {}
         self._links_cache: dict[Any, bool] = {}
 
     def segment_info(self, seg: Segment) -> tuple[list[int], list[str], list[int]]:
@@ -246,26 +253,29 @@ class Ranker:
                                         starts if any(starts) else [])
         return self._segment_cache[key]
 
-    def norms(self, seg: Segment, avgfl: float, b: float) -> list[float]:
+    def norms(self, seg: Segment, avgfl: float, b: float) -> array:
         """BM25's length norm ``k1 * ((1 - b) + b * length / avgfl)`` of every document of
-        a segment (cached for the current average length)."""
-        key = (seg.key, avgfl, b)
-        if key not in self._norm_cache:
+        a segment, as doubles, cached per segment for the current average length only (every
+        write changes it: a long-lived process would otherwise keep one copy per write)."""
+        held = self._norm_cache.get(seg.key)
+        if held is None or held[0] != (avgfl, b):
             if len(self._norm_cache) > 64:
                 self._norm_cache.clear()
             k1 = self.cfg.k1
-            self._norm_cache[key] = [k1 * ((1 - b) + b * n / avgfl)
-                                     for n in self.segment_info(seg)[0]]
-        return self._norm_cache[key]
+            held = ((avgfl, b), array("d", [k1 * ((1 - b) + b * n / avgfl)
+                                            for n in self.segment_info(seg)[0]]), None)
+            self._norm_cache[seg.key] = held
+        return held[1]
 
     def dense_norms(self, seg: Segment, avgfl: float, b: float) -> Any:
-        """:meth:`norms` as a numpy array (cached likewise)."""
-        key = (seg.key, avgfl, b)
-        if key not in self._dense_cache:
-            if len(self._dense_cache) > 64:
-                self._dense_cache.clear()
-            self._dense_cache[key] = numpy().asarray(self.norms(seg, avgfl, b))
-        return self._dense_cache[key]
+        """:meth:`norms` as a numpy array over the same memory (read-only)."""
+        norms = self.norms(seg, avgfl, b)
+        stamp, _, dense = self._norm_cache[seg.key]
+        if dense is None:
+            dense = numpy().frombuffer(norms, dtype="float64")
+            dense.flags.writeable = False
+            self._norm_cache[seg.key] = (stamp, norms, dense)
+        return dense
 
     def term_scores(self, r: Postings, fieldname: str, text: str, boost: float = 1.0,
                     b: float | None = None) -> dict[int, float]:
@@ -489,7 +499,7 @@ class Ranker:
 
     def top(self, r: Postings, scores: dict[int, float], want: int,
             first: set[int] | frozenset = frozenset(),
-            neighbours: bool = False) -> list[tuple[int, float]]:
+            neighbours: bool = False, lifted: set[int] | frozenset = frozenset()) -> list[tuple[int, float]]:
         """The best ``want`` (docnum, score), documents in ``first`` ahead, after the
         group prior (memories sharing a ``source`` lend each other score) and, with
         ``neighbours``, the neighbour prior (:meth:`neighbour_prior`)."""
@@ -505,6 +515,11 @@ class Ranker:
                 scores = group_prior(scores, src, self.cfg.group_weight, self.cfg.group_depth)
         if neighbours and self.cfg.neighbour_weight and len(scores) > 1 and self.any_links(r):
             scores = neighbour_prior(scores, r.linked, self.cfg.neighbour_weight, self.cfg.neighbour_depth)
+        if lifted:
+            scores = dict(scores)
+            lift = 1.0 + self.cfg.when_boost
+            for d in lifted:
+                scores[d] *= lift
         order = r.order
         if order is not None:   # a snapshot: equal scores in path order, as in a fresh index
             return heapq.nlargest(want, scores.items(),
@@ -642,7 +657,33 @@ class Ranker:
                 extras.append({d: v * c.pair_weight for d, v in pair.items()})
         scores, first, mode = combine_natural(units, extras, allow, restrict, c.natural,
                                                  c.all_boost)
-        return self.top(r, scores, want, first, neighbours), len(scores), mode
+        if c.day_boost and scores:
+            self.day_prior(r, sq.named_days(text), scores)
+        lifted: set[int] = set()
+        if c.when_boost and scores and sq.asks_when(text):
+            # What a "when" question seeks is often told with a time ("yesterday", "last
+            # week"): the matched memories whose own text holds one score a little more.
+            lifted = set(self.term_scores(r, "when", sq.TELLS_TIME, 1.0, 0.0)).intersection(scores)
+        return self.top(r, scores, want, first, neighbours, lifted), len(scores), mode
+
+    def day_prior(self, r: Postings, days: Sequence[date], scores: dict[int, float]) -> None:
+        """Lift, in ``scores``, the memories created on one of ``days`` (the days a query
+        names, :func:`gitmem.search.query.named_days`) or in the :data:`DAY_WINDOW` days
+        after, which may tell of it ("yesterday", "last week"): x ``1 + day_boost`` on the
+        day, falling linearly to x ``1 + day_boost / 8`` a week later.  Only memories the
+        words matched are lifted; a day's memories are one lookup of its word in ``when``."""
+        factor: dict[int, float] = {}
+        for day in days:
+            for k in range(DAY_WINDOW + 1):
+                word = sq.day_word(day + timedelta(days=k))
+                if not r.doc_frequency("when", word):
+                    continue
+                f = 1.0 + self.cfg.day_boost * (1 - k / (DAY_WINDOW + 1))
+                for d in self.term_scores(r, "when", word, 1.0, 0.0):
+                    if d in scores and f > factor.get(d, 1.0):
+                        factor[d] = f
+        for d, f in factor.items():
+            scores[d] *= f
 
     def rank_phrase(self, r: Postings, text: str, hl: set[str], allow: set[int] | None,
                     restrict: set[int] | None, want: int) -> tuple[list, int, str] | None:

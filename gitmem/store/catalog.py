@@ -488,7 +488,12 @@ class Catalog:
 
     def hashes(self) -> dict[str, str]:
         """Every catalogued path -> blob id of its content."""
-        return dict(self.db.execute("SELECT path, hash FROM files"))
+        return dict(self.each_hash())
+
+    def each_hash(self) -> Iterator[tuple[str, str]]:
+        """(path, blob id of its content) of every catalogued file, one row at a time (a
+        large vault's rows are compared without holding them all)."""
+        return iter(self.db.execute("SELECT path, hash FROM files"))
 
     def change_stamp(self) -> tuple[int, int]:
         """Changes as soon as the memory files' rows may have changed (another process

@@ -207,20 +207,30 @@ class MemoryMd:
         if known is not None and known.stamp == stamp and known.commit == commit:
             pass
         elif known is not None and known.stamp == stamp and known.commit == since and moved is not None:
+            now = self.store.catalog.hashes_of(moved)
             for path in moved:
-                self._recheck(known, tree, path)
+                self._recheck(known, tree, path, now.get(path))
             known.commit = commit
         else:
-            hashes = self.store.catalog.hashes()
-            differ = {path for path, blob in hashes.items() if tree.get(path) != blob}
-            differ.update(tree.keys() - hashes.keys())
-            known = self._compared = _Compared(stamp, commit, hashes, differ)
+            # One pass over the catalog's rows, none of them kept (at 100,000 memories a
+            # map of them all would stay in a long-lived process's memory).
+            catalog = self.store.catalog
+            differ, in_tree = set(), 0
+            for path, blob in catalog.each_hash():
+                held = tree.get(path)
+                in_tree += held is not None
+                if held != blob:
+                    differ.add(path)
+            if in_tree < len(tree):     # files of the commit the catalog lacks (removed, uncommitted)
+                differ.update(tree.keys() - {path for path, _ in catalog.each_hash()})
+            known = self._compared = _Compared(stamp, commit, differ)
         known.for_commit = True
         return known.differ
 
     @staticmethod
-    def _recheck(known: _Compared, tree: Mapping[str, str], path: str) -> None:
-        if known.hashes.get(path) != tree.get(path):
+    def _recheck(known: _Compared, tree: Mapping[str, str], path: str, blob: str | None) -> None:
+        """Compare ``path`` again: ``blob`` is its catalog row's blob id (None: no row)."""
+        if blob != tree.get(path):
             known.differ.add(path)
         else:
             known.differ.discard(path)
@@ -240,13 +250,11 @@ class MemoryMd:
         stamp = self.store.catalog.change_stamp()
         if stamp[0] != known.stamp[0]:      # another process wrote the catalog meanwhile
             return
-        for path in removed:
-            known.hashes.pop(path, None)
-        for path, (_, blob) in written.items():
-            known.hashes[path] = blob
         tree = self._tree[1] if self._tree[0] == known.commit else {}
-        for path in [*removed, *written]:
-            self._recheck(known, tree, path)
+        for path in removed:
+            self._recheck(known, tree, path, None)
+        for path, (_, blob) in written.items():
+            self._recheck(known, tree, path, blob)
         known.stamp, known.for_commit = stamp, False
         self._compared = known
 
@@ -290,6 +298,5 @@ class _Compared:
 
     stamp: tuple[int, int]        # the catalog's change stamp the comparison is current for
     commit: bytes | None          # the commit compared with
-    hashes: dict[str, str]        # the catalog's path -> blob id
     differ: set[str]              # the paths where the two differ
     for_commit: bool = False      # made for a commit under way (see MemoryMd.took)

@@ -48,7 +48,7 @@ from .internals import DISTRIBUTION, whoosh_version
 from .postings import Snapshot
 from .schema import SCHEMA_VERSION, Analysis, Or, any_of, make_schema
 from .searcher import reopen
-from .storage import READ_ERRORS, IndexStorage
+from .storage import READ_ERRORS, IndexStorage, mapped_resident
 from .writing import SegmentWriting
 
 __all__ = ["SearchIndex", "INACTIVE_STATUSES"]
@@ -77,6 +77,7 @@ class SearchIndex(SegmentWriting):
         self._searcher: Any = None
         self._rank = Ranker(self.cfg, self._an)
         self._memo: dict[Any, Any] = {}      # per-searcher results (live docs, hidden docs)
+        self._mapped_floor: int | None = None   # file-backed bytes held after the last release
         self.needs_rebuild = False
         schema = f"{SCHEMA_VERSION}:{self.cfg.schema_key()}{':versions' if self.VERSIONS else ''}".encode()
         self._stamp = {"distribution": DISTRIBUTION, "version": whoosh_version(),
@@ -283,6 +284,25 @@ class SearchIndex(SegmentWriting):
                 except READ_ERRORS:
                     self._searcher = None
                 raise StorageError(f"search failed: {exc}", hint="run 'gitmem reindex'") from exc
+            finally:
+                self._settle_pages()
+
+    #: Index pages a long-lived process may gather between two releases: the pages the
+    #: queries touch stay mapped (a search server would end up holding the whole index),
+    #: so past this many bytes they are let go; they stay in the page cache.
+    MAPPED_BUDGET = 32 << 20
+
+    def _settle_pages(self) -> None:
+        """Let go of the index pages the searches mapped once they pass
+        :attr:`MAPPED_BUDGET` over what the process held after the last release."""
+        held = mapped_resident()
+        if held is None or self._ix is None:
+            return
+        if self._mapped_floor is None or held < self._mapped_floor:
+            self._mapped_floor = held
+        elif held - self._mapped_floor > self.MAPPED_BUDGET:
+            self._ix.storage.release_pages()
+            self._mapped_floor = mapped_resident()
 
     def _search(self, pq: sq.ParsedQuery, query: str, limit: int, offset: int,
                 include_inactive: bool, snap: Snapshot | None = None,

@@ -34,7 +34,9 @@ __all__ = ["SCHEMA_VERSION", "MAX_WORD_CHARS", "Or", "any_of", "Analysis", "Arra
 #     ``follows`` stored (the neighbour prior).
 # 11: ``ownlen`` only for memories with a context (10 set it on every memory, which made
 #     every phrase and exact word check each memory's context start).
-SCHEMA_VERSION = 11
+# 12: the day a memory was created (``d20231116``) in ``when``, for queries naming a day, and
+#     a mark there when its text tells a time (``TELLS_TIME``), for questions asking when.
+SCHEMA_VERSION = 12
 
 
 class Or(wq.Or):
@@ -177,7 +179,7 @@ def make_schema(cfg: SearchConfig, an: Analysis, versions: bool = False) -> Sche
         id=ID(stored=True), title=STORED(), body=STORED(),
         text=WeightedText(analyzer=an.text),        # title + tags + agent + body, weighted
         words=KEYWORD(),                              # unstemmed vocabulary: prefix, spelling
-        when=TEXT(phrase=False),                      # month and year of created
+        when=TEXT(phrase=False),                      # created's month, year, day; tells a time
         tags=KEYWORD(lowercase=True, commas=True), taglist=STORED(),
         entities=KEYWORD(lowercase=True, commas=True), links=KEYWORD(lowercase=True, commas=True),
         type=ID(stored=True), tier=ID(stored=True), status=ID(stored=True), scope=ID(),

@@ -14,7 +14,7 @@ import whoosh.index
 from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.filedb.structfile import StructFile
 
-__all__ = ["IndexStorage", "Region", "MappedFile", "READ_ERRORS"]
+__all__ = ["IndexStorage", "Region", "MappedFile", "READ_ERRORS", "mapped_resident"]
 
 #: What reading index files that are damaged, or that another process's commit is
 #: replacing, raises (a file vanished, a truncated or garbled part, a table of contents
@@ -64,6 +64,17 @@ class IndexStorage(FileStorage):
                     mm.madvise(advice)
             except (ValueError, OSError):   # closed since, or the platform refuses
                 pass
+
+
+def mapped_resident() -> int | None:
+    """Bytes of file-backed memory this process holds resident (its mapped index pages,
+    and the shared libraries it loaded), or None where the system does not say (Linux's
+    ``/proc/self/statm``; one small read)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[2]) * mmap.PAGESIZE
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class Region:
