@@ -250,14 +250,17 @@ def save_embed_cache(path: Path | None) -> None:
 
 
 class VaultBackend:
-    """Through the public Python API (``gitmem.Vault``); turn ids travel in a tag, and
-    each turn ``follows`` the one before it in its session.  The vault uses its default
-    SearchConfig, so ``--variants``/``--set`` do not apply here."""
+    """Through the public Python API (``gitmem.Vault``); each turn ``follows`` the one
+    before it in its session, and its turn id travels in a frontmatter field of its own
+    (``turn``), which the search index does not read (a tag would add its words to the
+    memory's text).  The vault uses its default SearchConfig, so ``--variants``/``--set``
+    do not apply here."""
 
     def __init__(self, tmp: Path, cfg: SearchConfig, title: str) -> None:
         from gitmem import Vault  # imported late: only this mode needs the vault
         self.vault = Vault.init(tmp / "vault")
         self.title = title
+        self._turns: dict[str, str] = {}
 
     def ingest(self, turns: list[dict], prefix: str = "") -> None:
         prev, prev_session = None, None
@@ -265,24 +268,30 @@ class VaultBackend:
             follows = prev.id if prev is not None and prev_session == t["session"] else None
             prev = self.vault.add(title=make_title(t, self.title), body=t["body"], type="episodic",
                                   agent=t["speaker"], created=t["created"], follows=follows,
-                                  source=f"{prefix}{t['session']}", tags=[_turn_tag(prefix + t["dia"])])
+                                  source=f"{prefix}{t['session']}", turn=prefix + t["dia"])
+            self._turns[prev.path] = prefix + t["dia"]
             prev_session = t["session"]
 
     add_more = ingest
 
+    def turns(self) -> dict[str, str]:
+        """memory path -> dialog turn id (read from the vault when it was built earlier)."""
+        if not self._turns:
+            self._turns = turns_of(self.vault)
+        return self._turns
+
     def search(self, q: str, k: int = 10) -> list[str]:
-        out = []
-        for h in self.vault.search(q, limit=k).hits:
-            tag = next((t for t in getattr(h, "tags", []) if t.startswith("turn-")), "")
-            out.append(tag[5:].replace("-", ":", 1).upper() if tag else "")
-        return out
+        turns = self.turns()
+        return [turns.get(h.path, "") for h in self.vault.search(q, limit=k).hits]
 
     def close(self) -> None:
         getattr(self.vault, "close", lambda: None)()
 
 
-def _turn_tag(dia: str) -> str:
-    return "turn-" + dia.lower().replace(":", "-")
+def turns_of(vault) -> dict[str, str]:
+    """memory path -> dialog turn id, from the ``turn`` field :class:`VaultBackend` gives
+    each memory."""
+    return {m.path: str(m.meta["turn"]) for m in vault.list(status=None, limit=None) if m.meta.get("turn")}
 
 
 class Fts5Backend:

@@ -11,7 +11,7 @@ DATASET is a file in LoCoMo's JSON format (default ``../shared/eval/locomo_dev.j
 relative to the repository root; CC BY-NC: read it from there, never copy it here).  Each
 conversation becomes one vault, built as ``bench/retrieval.py --backend vault`` builds it
 (its loader and ingestion are imported from there: one memory per dialog turn, the turn id
-in a tag, each turn following the one before it in its session).  With the ``embed`` extra
+in a frontmatter field the index does not read, each turn following the one before it in its session).  With the ``embed`` extra
 the vault is embedded first, so search is hybrid as an agent would find it (``--lexical``:
 words only).  Each question of categories 1-4 is asked through ``Toolbox.call_text``, the
 text a model receives, once by default and once with ``compact`` (same ``limit``).
@@ -45,13 +45,8 @@ from gitmem.search.embedding import available as embedding_available  # noqa: E4
 
 
 def _dia_of(vault) -> dict[str, str]:
-    """memory id -> dialog turn id (from the ``turn-`` tag the ingestion gives each turn)."""
-    out = {}
-    for m in vault.list(status=None, limit=None):
-        tag = next((t for t in m.tags if t.startswith("turn-")), None)
-        if tag:
-            out[m.id] = tag[5:].replace("-", ":", 1).upper()
-    return out
+    """memory id -> dialog turn id (from the ``turn`` field the ingestion gives each turn)."""
+    return {m.id: str(m.meta["turn"]) for m in vault.list(status=None, limit=None) if m.meta.get("turn")}
 
 
 def _form(rows: list[dict]) -> dict:
