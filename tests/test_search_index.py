@@ -303,6 +303,7 @@ def test_a_named_day_lifts_the_memories_of_that_week(tmp_path: Path) -> None:
     lift_week = on_scores["week.md"] / off_scores["week.md"]
     assert lift_day == pytest.approx(1.5, rel=1e-3)     # the default day_boost, 0.5
     assert 1.0 < lift_week < lift_day
+    assert paths(ix.search("Ann injury on 31 December 9999"))      # no day past it to lift
     month = "Ann injury in November 2023"
     assert {h.path: h.score for h in ix.search(month).hits} == {h.path: h.score for h in off.search(month).hits}
     off.close()

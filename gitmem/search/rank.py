@@ -60,7 +60,8 @@ from . import query as sq
 __all__ = ["PREFIX_EXPANSION_LIMIT", "DAY_WINDOW", "Estimate", "LAZY_PHRASE_POSITIONS", "PHRASE_SAMPLE",
            "PHRASE_SAMPLE_MATCHES", "TEXT", "numpy",
            "SearchConfig", "Analysis", "Blocks", "Segment", "Postings",
-           "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance"]
+           "Ranker", "combine_natural", "add_scores", "group_prior", "neighbour_prior", "edit_distance",
+           "holders"]
 
 PREFIX_EXPANSION_LIMIT = 50   # a prefix becomes at most this many (most frequent) words
 LAZY_PHRASE_POSITIONS = 1_000_000   # a lone phrase whose words have more positions is checked lazily
@@ -501,8 +502,9 @@ class Ranker:
             first: set[int] | frozenset = frozenset(),
             neighbours: bool = False, lifted: set[int] | frozenset = frozenset()) -> list[tuple[int, float]]:
         """The best ``want`` (docnum, score), documents in ``first`` ahead, after the
-        group prior (memories sharing a ``source`` lend each other score) and, with
-        ``neighbours``, the neighbour prior (:meth:`neighbour_prior`)."""
+        group prior (memories sharing a ``source`` lend each other score), with
+        ``neighbours`` the neighbour prior (:meth:`neighbour_prior`), and the ``lifted``
+        documents' scores times ``1 + when_boost``."""
         if self.cfg.group_weight and len(scores) > 1:
             src: dict[int, str] = {}
             for seg in r.segments():
@@ -663,7 +665,7 @@ class Ranker:
         if c.when_boost and scores and sq.asks_when(text):
             # What a "when" question seeks is often told with a time ("yesterday", "last
             # week"): the matched memories whose own text holds one score a little more.
-            lifted = set(self.term_scores(r, "when", sq.TELLS_TIME, 1.0, 0.0)).intersection(scores)
+            lifted = holders(r, "when", sq.TELLS_TIME).intersection(scores)
         return self.top(r, scores, want, first, neighbours, lifted), len(scores), mode
 
     def day_prior(self, r: Postings, days: Sequence[date], scores: dict[int, float]) -> None:
@@ -675,12 +677,13 @@ class Ranker:
         factor: dict[int, float] = {}
         for day in days:
             for k in range(DAY_WINDOW + 1):
-                word = sq.day_word(day + timedelta(days=k))
-                if not r.doc_frequency("when", word):
-                    continue
+                try:
+                    word = sq.day_word(day + timedelta(days=k))
+                except OverflowError:       # (past the last day a date can hold)
+                    break
                 f = 1.0 + self.cfg.day_boost * (1 - k / (DAY_WINDOW + 1))
-                for d in self.term_scores(r, "when", word, 1.0, 0.0):
-                    if d in scores and f > factor.get(d, 1.0):
+                for d in holders(r, "when", word).intersection(scores):
+                    if f > factor.get(d, 1.0):
                         factor[d] = f
         for d, f in factor.items():
             scores[d] *= f
@@ -796,6 +799,22 @@ class Ranker:
             return None
         fix = functools.partial(re.sub, r"\w+", lambda m: fixes.get(m[0].lower(), m[0]))
         return "".join(p if ":" in p else fix(p) for p in re.split(r"(\s+)", query))
+
+
+def holders(r: Postings, fieldname: str, text: str) -> set[int]:
+    """The live documents holding a term (no score computed: the term only marks them)."""
+    out: set[int] = set()
+    if not r.doc_frequency(fieldname, text):
+        return out
+    for seg in r.segments():
+        if not seg.doc_frequency(fieldname, text):
+            continue
+        base = seg.base
+        for ids, _, _ in seg.blocks(fieldname, text):
+            out.update(map(base.__add__, ids) if base else ids)
+        if seg.deleted:
+            out.difference_update(base + i for i in seg.deleted)
+    return out
 
 
 def filtered(allow: set[int] | None, restrict: set[int] | None, docs: Any, *aligned: Any) -> list[Any]:
