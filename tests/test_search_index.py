@@ -912,7 +912,8 @@ def test_prefix_scores_summed_as_arrays_equal_a_map_per_word(tmp_path: Path, con
     the same documents and the same sums, to the last bit, as a map per word (words
     held only in a memory's context left out) added up, on a fragmented index with
     deletions, with and without memories that have a context."""
-    from gitmem.search.rank import TEXT, add_scores
+    from gitmem.search.priors import add_scores
+    from gitmem.search.rank import TEXT
     ix = SearchIndex(tmp_path / "p")
     rng = random.Random(8)
     vocab = [f"{a}{b}" for a in ("cal", "cam", "can", "car") for b in ("a", "bo", "dix", "e", "mon", "ter")]

@@ -7,7 +7,7 @@ are nearest the query's are scored together::
 
 (a memory the words did not match has lexical score 0; one without a vector yet has
 cosine 0, so it is still found by its words), then the neighbour prior
-(:func:`gitmem.search.rank.neighbour_prior`) on the fused scores.  Candidates found only by their vector pass
+(:func:`gitmem.search.priors.neighbour_prior`) on the fused scores.  Candidates found only by their vector pass
 the query's filters and the inactive-status rule like every hit.  Queries with operators,
 parentheses or a prefix keep their strict lexical meaning, and a vault without vectors (or
 without the ``embed`` extra) is searched lexically.  The weight and the number of
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from . import query as sq
-from .rank import neighbour_prior
+from .priors import neighbour_prior
 from .results import SearchPage
 
 if TYPE_CHECKING:  # pragma: no cover
