@@ -97,7 +97,8 @@ def index_fields(d: IndexDoc, an: Analysis, c: SearchConfig) -> dict[str, Any]:
                      ("links", ",".join(d.links)), ("scope", _low(d.scope)),
                      ("agent", _low(d.agent)), ("source", _low(d.source)),
                      ("follows", _low(d.follows)),
-                     ("when", when_words(d.created) + ([] if sq.TIME_WORDS.isdisjoint(title + body)
+                     ("when", when_words(d.created) + ([] if sq.TIME_WORDS.isdisjoint(body)
+                                                       and sq.TIME_WORDS.isdisjoint(title)
                                                        else [sq.TELLS_TIME])),
                      ("created", sq.iso_to_epoch(d.created)),
                      ("updated", sq.iso_to_epoch(d.updated))):

@@ -503,7 +503,7 @@ class Ranker:
         """The best ``want`` (docnum, score), documents in ``first`` ahead, after the
         group prior (memories sharing a ``source`` lend each other score), with
         ``neighbours`` the neighbour prior (:meth:`neighbour_prior`), and the ``lifted``
-        documents' scores times ``1 + when_boost``."""
+        documents' scores times ``1 + when_boost`` (then ``scores`` is changed in place)."""
         if self.cfg.group_weight and len(scores) > 1:
             src: dict[int, str] = {}
             for seg in r.segments():
@@ -517,7 +517,6 @@ class Ranker:
         if neighbours and self.cfg.neighbour_weight and len(scores) > 1 and self.any_links(r):
             scores = neighbour_prior(scores, r.linked, self.cfg.neighbour_weight, self.cfg.neighbour_depth)
         if lifted:
-            scores = dict(scores)
             lift = 1.0 + self.cfg.when_boost
             for d in lifted:
                 scores[d] *= lift
